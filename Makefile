@@ -1,0 +1,68 @@
+# Two entry points do every set-up step on a fresh Debian 12 machine:
+#   make run    installs the packages, builds, and runs the main job on the bundled model
+#   make test   installs the packages, builds, and runs every test (plus sanitizer and fuzz runs)
+# Everything else here is a building block of those two.
+
+JOBS ?= $(shell nproc)
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
+MODEL ?= models/example.gguf
+
+DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
+	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build build-asan build-fuzz run test unit-test asan-test fuzz bench format clean
+
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMTP_SANITIZE=ON -DMTP_BUILD_BENCH=OFF
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+build-fuzz: deps
+	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMTP_FUZZ=ON \
+	  -DMTP_BUILD_TESTS=OFF -DMTP_BUILD_BENCH=OFF
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf_reader
+
+# The main job: for now, a summary of the bundled example model.
+run: build
+	./$(BUILD)/src/tools/mtp inspect $(MODEL)
+
+unit-test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan-test: build-asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+# A short libFuzzer run of the GGUF reader, seeded with the committed corpus.
+fuzz: build-fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus
+	./$(BUILD_FUZZ)/fuzz/fuzz_gguf_reader -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+	  -artifact_prefix=$(BUILD_FUZZ)/ \
+	  $(BUILD_FUZZ)/corpus fuzz/corpus/gguf
+
+test: unit-test asan-test fuzz
+
+bench: build
+	./$(BUILD)/bench/gguf/bench_gguf_open
+	./$(BUILD)/bench/quant/quant_throughput
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -1,0 +1,47 @@
+// Writes a file so that the final path only ever holds a complete file: the bytes go to a temporary file in
+// the same folder, which commit() flushes and renames over the target. If the writer is destroyed (or the
+// process dies) before commit(), nothing appears under the final name; the destructor removes the temporary
+// file.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+
+namespace mtp {
+
+class AtomicFile {
+ public:
+  AtomicFile() = default;
+  ~AtomicFile();
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&& other) noexcept;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  static Expected<AtomicFile> create(const std::string& final_path);
+
+  Status write(std::span<const uint8_t> bytes);
+  Status write_zeros(uint64_t count);
+  // Writes at an absolute position without moving the append position (for patching a header).
+  Status pwrite(std::span<const uint8_t> bytes, uint64_t offset);
+  uint64_t position() const { return position_; }
+
+  // Flushes to disk and renames the temporary file to the final path.
+  Status commit();
+
+  const std::string& final_path() const { return final_path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  void abandon();
+
+  int fd_ = -1;
+  uint64_t position_ = 0;
+  std::string final_path_;
+  std::string temp_path_;
+};
+
+}  // namespace mtp

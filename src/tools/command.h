@@ -1,0 +1,24 @@
+// How subcommands plug into the `mtp` binary: each registers itself on the CLI11 app and returns the function
+// to run when it was chosen. The function returns the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace mtp::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntimeError = 1;
+inline constexpr int kExitUsageError = 2;
+
+using CommandRunner = std::function<int()>;
+
+CommandRunner register_inspect(CLI::App& app);
+
+// Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
+int report_error(const std::string& command, const Status& status);
+
+}  // namespace mtp::tools

@@ -1,0 +1,52 @@
+// mtp: the command-line front end. Exit codes: 0 success, 1 runtime error (bad file, I/O), 2 usage error.
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "command.h"
+
+#ifndef MTP_VERSION
+#define MTP_VERSION "0.0.0"
+#endif
+
+namespace mtp::tools {
+
+int report_error(const std::string& command, const Status& status) {
+  std::fprintf(stderr, "mtp %s: %s\n", command.c_str(), status.message().c_str());
+  return status.code() == StatusCode::kInvalidArgument ? kExitUsageError : kExitRuntimeError;
+}
+
+}  // namespace mtp::tools
+
+int main(int argc, char** argv) {
+  using namespace mtp::tools;
+  CLI::App app{"mtp: multi-token-prediction toolkit for qwen35moe GGUF models", "mtp"};
+  app.set_version_flag("--version", std::string("mtp ") + MTP_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  std::vector<std::pair<CLI::App*, CommandRunner>> commands;
+  auto add = [&](CommandRunner (*reg)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    CommandRunner run = reg(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+  };
+  add(register_inspect);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsageError;
+  }
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return kExitUsageError;
+}
