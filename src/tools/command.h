@@ -17,6 +17,7 @@ inline constexpr int kExitUsageError = 2;
 using CommandRunner = std::function<int()>;
 
 CommandRunner register_inspect(CLI::App& app);
+CommandRunner register_synth(CLI::App& app);
 
 // Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
 int report_error(const std::string& command, const Status& status);

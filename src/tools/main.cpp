@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   };
   add(register_inspect);
+  add(register_synth);
 
   try {
     app.parse(argc, argv);

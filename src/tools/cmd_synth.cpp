@@ -1,0 +1,46 @@
+// `mtp synth`: write a deterministic random-weight qwen35moe model (see synth.h for how values are chosen).
+#include <cstdio>
+
+#include "base/log.h"
+#include "base/timer.h"
+#include "command.h"
+#include "synth.h"
+
+namespace mtp::tools {
+
+CommandRunner register_synth(CLI::App& app) {
+  struct Args {
+    SynthOptions opt;
+    std::string type = "f32";
+    std::string out;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd =
+      app.add_subcommand("synth", "Write a deterministic random-weight qwen35moe GGUF (test fixtures)");
+  cmd->add_option("--shape", a->opt.shape, "Named shape: tiny (a few MB) or 35b-a3b (the real widths)")
+      ->capture_default_str();
+  cmd->add_option("--layers", a->opt.layers, "Trunk layers (default: the shape's own; 35b-a3b has 40)");
+  cmd->add_flag("--mtp", a->opt.mtp, "Append the MTP block blk.{layers} and set nextn_predict_layers = 1");
+  cmd->add_option("--type", a->type,
+                  "Type of the weight matrices: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K iq4_nl iq4_xs")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->opt.seed, "Random seed; the same seed gives the same bytes")
+      ->capture_default_str();
+  cmd->add_option("--name", a->opt.name, "general.name (default synth-<shape>)");
+  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("-o,--output", a->out, "Output GGUF path")->required();
+  return [a] {
+    auto type = type_from_name(a->type);
+    if (!type) return report_error("synth", invalid_argument("unknown type '", a->type, "'"));
+    a->opt.type = *type;
+    ThreadPool pool(a->threads);
+    Timer timer;
+    Status s = synth_model(a->opt, a->out, pool);
+    if (!s.ok()) return report_error("synth", s.with_context(a->out));
+    log_info("wrote ", a->out, " in ", timer.seconds(), " s");
+    return kExitOk;
+  };
+}
+
+}  // namespace mtp::tools

@@ -1,0 +1,188 @@
+#include "synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/log.h"
+#include "gguf/gguf_writer.h"
+#include "quant/quantize.h"
+#include "quant_policy.h"
+#include "tokenizer/bpe_trainer.h"
+#include "tokenizer/gguf_vocab.h"
+
+namespace mtp::tools {
+namespace {
+
+// splitmix64: a tiny, well-mixed generator whose output is the same on every platform (unlike std::
+// distributions, whose algorithms the standard leaves open).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double r = std::sqrt(-2.0 * std::log(uniform()));
+    double t = 2.0 * M_PI * uniform();
+    spare_ = r * std::sin(t);
+    has_spare_ = true;
+    return r * std::cos(t);
+  }
+
+ private:
+  uint64_t s_;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+uint64_t name_hash(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool writes_residual(const std::string& name) {
+  return ends_with(name, "attn_output.weight") || ends_with(name, "ssm_out.weight") ||
+         name.find("ffn_down") != std::string::npos;
+}
+
+Vocab synth_vocab(int64_t n_vocab) {
+  // A real BPE vocabulary trained on the bundled corpus, padded with unused tokens up to the model's width.
+  const int64_t n_specials = 5;
+  int n_merges = static_cast<int>(std::clamp<int64_t>(n_vocab - 256 - n_specials, 0, 400));
+  Vocab v = train_bpe(builtin_training_corpus(), n_merges);
+  if (v.token_types.empty()) v.token_types.assign(v.tokens.size(), static_cast<int32_t>(TokenType::kNormal));
+  for (int64_t i = static_cast<int64_t>(v.tokens.size()); i < n_vocab; ++i) {
+    v.tokens.push_back("<|synth_pad_" + std::to_string(i) + "|>");
+    v.token_types.push_back(static_cast<int32_t>(TokenType::kUnused));
+  }
+  return v;
+}
+
+}  // namespace
+
+GgmlType synth_tensor_type(const TensorDesc& desc, GgmlType type) {
+  switch (desc.kind) {
+    case TensorKind::kNorm:
+    case TensorKind::kVector:
+    case TensorKind::kConv:
+    case TensorKind::kRouter:
+      return GgmlType::F32;
+    default:
+      return computable_fallback(type, desc.ne[0]);
+  }
+}
+
+void synth_row(const Qwen35MoeConfig& c, const TensorDesc& desc, uint64_t seed, int64_t row, float* out) {
+  SplitMix64 rng(seed ^ name_hash(desc.name) ^ (static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull));
+  const int64_t n = desc.ne[0];
+  const std::string& name = desc.name;
+  switch (desc.kind) {
+    case TensorKind::kNorm:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(1.0 + 0.02 * rng.normal());
+      return;
+    case TensorKind::kConv: {
+      const double sd = 1.0 / std::sqrt(static_cast<double>(n));
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(sd * rng.normal());
+      return;
+    }
+    case TensorKind::kVector:
+      if (ends_with(name, "ssm_a")) {
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<float>(-std::exp(rng.uniform() * std::log(16.0)));
+      } else if (ends_with(name, "ssm_dt.bias")) {
+        for (int64_t i = 0; i < n; ++i) {
+          double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
+          out[i] = static_cast<float>(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
+        }
+      } else {
+        const double sd = 1.0 / std::sqrt(static_cast<double>(n));
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(sd * rng.normal());
+      }
+      return;
+    case TensorKind::kEmbedding:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(rng.normal());
+      return;
+    default: {
+      double sd = 1.0 / std::sqrt(static_cast<double>(n));
+      // Trunk depth, not block_count: the trunk of a file must not depend on whether it has an MTP block.
+      if (writes_residual(name)) sd /= std::sqrt(2.0 * static_cast<double>(c.n_layer));
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(sd * rng.normal());
+      return;
+    }
+  }
+}
+
+Status synth_model(const SynthOptions& opt, const std::string& path, ThreadPool& pool) {
+  MTP_ASSIGN_OR_RETURN(Qwen35MoeConfig config, qwen35moe_shape(opt.shape, opt.layers));
+  config.n_nextn = opt.mtp ? 1 : 0;
+  if (!is_quantize_supported(opt.type)) {
+    return invalid_argument("weight type ", type_name(opt.type),
+                            " cannot be produced (supported: f32, f16, bf16, ",
+                            "q8_0, q4_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs)");
+  }
+  const std::vector<TensorDesc> descs = qwen35moe_tensors(config, opt.mtp);
+
+  Metadata md;
+  md.set("general.architecture", Value::string(kQwen35MoeArch));
+  md.set("general.name", Value::string(opt.name.empty() ? "synth-" + opt.shape : opt.name));
+  md.set("general.file_type", Value::scalar(file_type_for(opt.type)));
+  md.set("general.quantization_version", Value::scalar<uint32_t>(2));
+  write_qwen35moe_config(config, md);
+  md.set("mtp.synth.seed", Value::scalar<uint64_t>(opt.seed));
+  write_vocab_to_gguf(synth_vocab(config.n_vocab), md);
+
+  std::vector<TensorSpec> specs;
+  std::vector<const TensorDesc*> written;
+  for (const TensorDesc& d : descs) {
+    // Optional MTP tensors that real files omit (shared_head_head, embed_tokens) are left out here too.
+    if (!d.required && d.name != "output.weight" && d.name.find("shared_head_norm") == std::string::npos)
+      continue;
+    specs.push_back({d.name, synth_tensor_type(d, opt.type), d.ne});
+    written.push_back(&d);
+  }
+  MTP_ASSIGN_OR_RETURN(GgufWriter writer, GgufWriter::create(path, md, specs));
+
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+  std::vector<uint8_t> chunk;
+  for (size_t ti = 0; ti < specs.size(); ++ti) {
+    const TensorDesc& d = *written[ti];
+    const GgmlType type = specs[ti].type;
+    const int64_t n_per_row = d.ne[0];
+    const int64_t n_rows = d.ne[1] * d.ne[2] * d.ne[3];
+    const int64_t row_bytes = row_size(type, n_per_row);
+    // About 8 MB of F32 per chunk keeps memory flat and both cores busy.
+    const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t{8} << 20) / (4 * n_per_row));
+    for (int64_t r0 = 0; r0 < n_rows; r0 += rows_per_chunk) {
+      const int64_t nr = std::min(rows_per_chunk, n_rows - r0);
+      chunk.resize(static_cast<size_t>(nr * row_bytes));
+      std::vector<Status> errors(static_cast<size_t>(pool.size()));
+      pool.parallel_for(static_cast<size_t>(nr), [&](size_t i, int t) {
+        auto& buf = scratch[static_cast<size_t>(t)];
+        buf.resize(static_cast<size_t>(n_per_row));
+        synth_row(config, d, opt.seed, r0 + static_cast<int64_t>(i), buf.data());
+        Status s =
+            quantize_row(type, buf.data(), chunk.data() + static_cast<int64_t>(i) * row_bytes, n_per_row);
+        if (!s.ok()) errors[static_cast<size_t>(t)] = s;
+      });
+      for (const Status& s : errors) MTP_RETURN_IF_ERROR(s.with_context("tensor '" + d.name + "'"));
+      MTP_RETURN_IF_ERROR(writer.write(chunk));
+    }
+  }
+  return writer.finish();
+}
+
+}  // namespace mtp::tools

@@ -1,0 +1,75 @@
+// The command line as a user meets it: exit codes, --help, --version, one-line errors, golden inspect output.
+#include <gtest/gtest.h>
+
+#include "../gguf/test_util.h"
+#include "cli_util.h"
+
+namespace mtp {
+namespace {
+
+using testing::run_mtp;
+
+std::string read_text(const std::string& relative) {
+  auto bytes = testing::read_bytes(std::string(MTP_SOURCE_DIR) + "/" + relative);
+  return {bytes.begin(), bytes.end()};
+}
+
+TEST(Cli, VersionAndHelpExitZero) {
+  auto v = run_mtp("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.output.rfind("mtp ", 0), 0u) << v.output;
+  for (const char* sub : {"", "inspect ", "synth "}) {
+    auto h = run_mtp(std::string(sub) + "--help");
+    EXPECT_EQ(h.exit_code, 0) << sub;
+    EXPECT_NE(h.output.find("Usage"), std::string::npos) << sub;
+  }
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_mtp("").exit_code, 2);
+  EXPECT_EQ(run_mtp("no-such-command").exit_code, 2);
+  EXPECT_EQ(run_mtp("inspect").exit_code, 2);
+  EXPECT_EQ(run_mtp("inspect --bogus models/example.gguf").exit_code, 2);
+  EXPECT_EQ(run_mtp("synth --type q9_9 -o /tmp/never.gguf").exit_code, 2);
+}
+
+TEST(Cli, RuntimeErrorsExitOneWithAOneLineMessageNamingTheFile) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.file("bad.gguf"), {'G', 'G', 'U', 'F', 3, 0, 0, 0, 1});
+  auto r = run_mtp("inspect " + dir.file("bad.gguf"), true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;  // exactly one line
+  EXPECT_NE(r.output.find("bad.gguf"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
+  auto missing = run_mtp("inspect " + dir.file("missing.gguf"), true);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("missing.gguf: cannot open"), std::string::npos) << missing.output;
+}
+
+TEST(Cli, InspectGoldenOutputOnTheExampleModel) {
+  auto text = run_mtp("inspect models/example.gguf");
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_EQ(text.output, read_text("tests/tools/data/example_inspect.txt"));
+  auto json = run_mtp("inspect --json --tensors models/example.gguf");
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_EQ(json.output, read_text("tests/tools/data/example_inspect.json"));
+}
+
+TEST(Cli, InspectListsTensorsAndMetadata) {
+  auto r = run_mtp("inspect --tensors --metadata models/example.gguf");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
+  EXPECT_NE(r.output.find("qwen35moe.nextn_predict_layers"), std::string::npos);
+  EXPECT_NE(r.output.find("[128, 64]"), std::string::npos);  // eh_proj: {2*n_embd, n_embd}
+}
+
+TEST(Cli, InspectHandlesOtherArchitectures) {
+  auto r = run_mtp("inspect tests/gguf/data/ggml_tiny.gguf");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("architecture           llama"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("block_count            2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MTP block              absent"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mtp
