@@ -18,6 +18,8 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner register_inspect(CLI::App& app);
 CommandRunner register_synth(CLI::App& app);
+CommandRunner register_run(CLI::App& app);
+CommandRunner register_tokenize(CLI::App& app);
 
 // Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
 int report_error(const std::string& command, const Status& status);

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   };
   add(register_inspect);
   add(register_synth);
+  add(register_run);
+  add(register_tokenize);
 
   try {
     app.parse(argc, argv);

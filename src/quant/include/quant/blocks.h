@@ -1,0 +1,87 @@
+// On-disk block layouts of the ggml quantization formats (gguf-and-quants.md 3.2-3.10). All multi-byte fields
+// are little-endian; fp16 fields are stored as raw uint16_t bits (see fp16.h). The structs have no padding,
+// so an array of them is exactly the bytes of a tensor row.
+#pragma once
+
+#include <cstdint>
+
+namespace mtp {
+
+inline constexpr int kQK4_0 = 32;  // elements per Q4_0 / Q8_0 / IQ4_NL block
+inline constexpr int kQK8_0 = 32;
+inline constexpr int kQK4_NL = 32;
+inline constexpr int kQK_K = 256;        // elements per K-quant / IQ4_XS / Q8_K super-block
+inline constexpr int kKScaleBytes = 12;  // packed 6-bit (scale, min) pairs of Q4_K and Q5_K
+
+// Q8_0: y = qs[j] * d.
+struct BlockQ8_0 {
+  uint16_t d;         // fp16 scale
+  int8_t qs[kQK8_0];  // element j
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+// Q4_0: y = (nibble - 8) * d. Byte j: element j in the low nibble, element j + 16 in the high nibble.
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// IQ4_NL: y = d * kIq4nlValues[nibble], nibbles arranged as in Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK4_NL / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// Q4_K: 8 sub-blocks of 32; y = d*sc_j * q - dmin*m_j with 6-bit (sc_j, m_j) packed in `scales`.
+// qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l (high nibble), c = 0..3.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: Q4_K plus a fifth bit per element: qh[l] bit 2c is for element 64c + l, bit 2c+1 for 64c + 32 + l.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales; y = (d * scales[e/16]) * (L - 32), L in [0, 63].
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];  // low 4 bits
+  uint8_t qh[kQK_K / 4];  // high 2 bits
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (biased by 32); y = d*(ls - 32) * kIq4nlValues[nibble].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;             // bits 2ib, 2ib+1: high 2 bits of sub-block ib's scale
+  uint8_t scales_l[kQK_K / 64];  // low 4 bits: byte ib/2, low nibble for even ib, high for odd
+  uint8_t qs[kQK_K / 2];         // sub-block ib owns bytes 16ib..16ib+15, arranged as Q4_0
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// Q8_K: the activation format the K-quants and IQ4_XS are dotted with. Scale is a full float.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];  // bsums[k] = sum of qs[16k .. 16k+15]
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// The 16 non-linear levels shared by IQ4_NL and IQ4_XS (gguf-and-quants.md 3.0.1).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+}  // namespace mtp
