@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -36,6 +37,15 @@ void MappedFile::reset() {
   if (data_ != nullptr && size_ > 0) munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+void MappedFile::release(uint64_t offset, uint64_t length) const {
+  if (data_ == nullptr || offset >= size_) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // Only whole pages inside the range: a partial page may hold bytes someone still reads.
+  uint64_t begin = (offset + page - 1) / page * page;
+  uint64_t end = std::min<uint64_t>(offset + length, size_) / page * page;
+  if (end > begin) madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 Expected<MappedFile> MappedFile::open(const std::string& path) {

@@ -22,6 +22,17 @@ void Metadata::set_last(std::string key, Value value) {
   set(std::move(key), std::move(value));
 }
 
+void Metadata::set_after(std::string_view anchor, std::string key, Value value) {
+  auto anchor_it = index_.find(std::string(anchor));
+  if (contains(key) || anchor_it == index_.end()) {
+    set(std::move(key), std::move(value));
+    return;
+  }
+  entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(anchor_it->second) + 1,
+                  {std::move(key), std::move(value)});
+  reindex();
+}
+
 bool Metadata::erase(std::string_view key) {
   auto it = index_.find(std::string(key));
   if (it == index_.end()) return false;

@@ -1,5 +1,6 @@
 // `mtp inspect FILE`: a summary of a GGUF file a person reads at a glance (the seed report's structural
 // comparison), `--tensors` for every tensor, `--metadata` for every key, `--json` for machines.
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -10,7 +11,7 @@ namespace mtp::tools {
 namespace {
 
 struct InspectOptions {
-  std::string path;
+  std::vector<std::string> paths;  // one file, or two to compare
   bool tensors = false;
   bool metadata = false;
   bool json = false;
@@ -40,46 +41,49 @@ std::string file_type_string(const std::optional<uint32_t>& ft) {
   return str_cat(*ft, " (", name.empty() ? "unknown" : name, ")");
 }
 
-void print_row(const char* key, const std::string& value) {
-  std::printf("%-22s %s\n", key, value.c_str());
-}
-
-void print_text(const InspectReport& r, const GgufFile& file, const InspectOptions& opt) {
-  print_row("file", r.path);
-  print_row("size", str_cat(human_bytes(r.file_size), " (", r.file_size, " bytes)"));
-  print_row("gguf", str_cat("v", r.version, ", ", r.n_tensors, " tensors, ", r.n_kv,
-                            " metadata keys, alignment ", r.alignment));
-  print_row("architecture", r.architecture.empty() ? "-" : r.architecture);
-  if (!r.name.empty()) print_row("name", r.name);
-  print_row("block_count", or_dash(r.block_count));
-  print_row("trunk layers", or_dash(r.trunk_layers));
-  print_row("nextn_predict_layers", or_dash(r.nextn_predict_layers));
+// The summary as (key, value) rows; a key may be empty for a continuation line. `mtp inspect A B` lines the
+// rows of two files up by key.
+std::vector<std::pair<std::string, std::string>> summary_rows(const InspectReport& r) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto row = [&](std::string key, std::string value) { rows.emplace_back(std::move(key), std::move(value)); };
+  row("file", r.path);
+  row("size", str_cat(human_bytes(r.file_size), " (", r.file_size, " bytes)"));
+  row("gguf", str_cat("v", r.version, ", ", r.n_tensors, " tensors, ", r.n_kv, " metadata keys, alignment ",
+                      r.alignment));
+  row("architecture", r.architecture.empty() ? "-" : r.architecture);
+  if (!r.name.empty()) row("name", r.name);
+  row("block_count", or_dash(r.block_count));
+  row("trunk layers", or_dash(r.trunk_layers));
+  row("nextn_predict_layers", or_dash(r.nextn_predict_layers));
   if (r.mtp_block) {
     std::string nextn;
     for (const auto& n : r.nextn_tensors) nextn += (nextn.empty() ? "" : ", ") + n;
-    print_row("MTP block", str_cat("present: blk.", *r.mtp_block, " (", r.mtp_tensors.size(),
-                                   " tensors; nextn: ", nextn.empty() ? "none" : nextn, ")"));
+    row("MTP block", str_cat("present: blk.", *r.mtp_block, " (", r.mtp_tensors.size(),
+                             " tensors; nextn: ", nextn.empty() ? "none" : nextn, ")"));
   } else {
-    print_row("MTP block", "absent");
+    row("MTP block", "absent");
   }
-  print_row("file_type", file_type_string(r.file_type));
-  if (r.quantization_version) print_row("quantization_version", std::to_string(*r.quantization_version));
+  if (r.head_only) row("head-only file", "yes (mtp extract-head): use it with `mtp graft --head`");
+  row("file_type", file_type_string(r.file_type));
+  if (r.quantization_version) row("quantization_version", std::to_string(*r.quantization_version));
   if (!r.tokenizer_model.empty() || r.n_tokens) {
-    print_row("tokenizer", str_cat(r.tokenizer_model.empty() ? "-" : r.tokenizer_model,
-                                   r.tokenizer_pre.empty() ? "" : " (pre " + r.tokenizer_pre + ")", ", ",
-                                   r.n_tokens.value_or(0), " tokens, ", r.n_merges.value_or(0), " merges"));
+    row("tokenizer", str_cat(r.tokenizer_model.empty() ? "-" : r.tokenizer_model,
+                             r.tokenizer_pre.empty() ? "" : " (pre " + r.tokenizer_pre + ")", ", ",
+                             r.n_tokens.value_or(0), " tokens, ", r.n_merges.value_or(0), " merges"));
   }
-  bool first = true;
   for (const auto& [name, usage] : r.types) {
-    print_row(first ? "tensor types" : "",
-              str_cat(name, ": ", usage.count, " tensors, ", human_bytes(usage.bytes)));
-    first = false;
+    row("tensor types " + name, str_cat(usage.count, " tensors, ", human_bytes(usage.bytes)));
   }
-  print_row("size by part",
-            str_cat("body ", human_bytes(r.sizes.body), " | MTP block ", human_bytes(r.sizes.mtp),
-                    " | embeddings+output ", human_bytes(r.sizes.embeddings_output)));
-  print_row("", str_cat("index ", human_bytes(r.sizes.index), " | padding ", human_bytes(r.sizes.padding)));
-  for (const auto& w : r.warnings) print_row("warning", w);
+  row("size: body", human_bytes(r.sizes.body));
+  row("size: MTP block", human_bytes(r.sizes.mtp));
+  row("size: embeddings+output", human_bytes(r.sizes.embeddings_output));
+  row("size: index, padding", str_cat(human_bytes(r.sizes.index), ", ", human_bytes(r.sizes.padding)));
+  for (const auto& w : r.warnings) row("warning", w);
+  return rows;
+}
+
+void print_text(const InspectReport& r, const GgufFile& file, const InspectOptions& opt) {
+  for (const auto& [key, value] : summary_rows(r)) std::printf("%-24s %s\n", key.c_str(), value.c_str());
 
   if (opt.metadata) {
     std::printf("\nmetadata:\n");
@@ -144,7 +148,7 @@ nlohmann::json value_json(const Value& v) {
   }
 }
 
-void print_json(const InspectReport& r, const GgufFile& file, const InspectOptions& opt) {
+nlohmann::json report_json(const InspectReport& r, const GgufFile& file, const InspectOptions& opt) {
   using nlohmann::json;
   auto opt_json = [](const auto& o) { return o ? json(*o) : json(nullptr); };
   json j;
@@ -164,6 +168,7 @@ void print_json(const InspectReport& r, const GgufFile& file, const InspectOptio
               {"block", opt_json(r.mtp_block)},
               {"tensors", r.mtp_tensors},
               {"nextn", r.nextn_tensors}};
+  j["head_only"] = r.head_only;
   j["file_type"] = opt_json(r.file_type);
   j["file_type_name"] = r.file_type ? json(std::string(file_type_name(*r.file_type))) : json(nullptr);
   j["quantization_version"] = opt_json(r.quantization_version);
@@ -203,28 +208,73 @@ void print_json(const InspectReport& r, const GgufFile& file, const InspectOptio
     }
     j["tensors"] = ts;
   }
+  return j;
+}
+
+void print_json(const nlohmann::json& j) {
   // Invalid UTF-8 in a hostile file's strings is replaced rather than thrown on.
-  std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+// Two files side by side, rows lined up by key (the seed report's structural comparison).
+void print_comparison(const InspectReport& a, const InspectReport& b) {
+  auto ra = summary_rows(a), rb = summary_rows(b);
+  std::vector<std::string> keys;
+  for (const auto* rows : {&ra, &rb}) {
+    for (const auto& [key, value] : *rows) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  auto lookup = [](const auto& rows, const std::string& key) {
+    std::string out;
+    for (const auto& [k, v] : rows) {
+      if (k == key) out += (out.empty() ? "" : "; ") + v;
+    }
+    return out.empty() ? std::string("-") : out;
+  };
+  size_t width = 4;
+  for (const auto& k : keys) width = std::max(width, std::min<size_t>(56, lookup(ra, k).size()));
+  std::printf("%-24s | %-*s | %s\n", "", static_cast<int>(width), "A", "B");
+  for (const auto& k : keys) {
+    const std::string va = lookup(ra, k), vb = lookup(rb, k);
+    std::printf("%-24s | %-*s | %s%s\n", k.c_str(), static_cast<int>(width), va.c_str(), vb.c_str(),
+                va == vb || k == "file" ? "" : "   <");
+  }
 }
 
 }  // namespace
 
 CommandRunner register_inspect(CLI::App& app) {
   auto opt = std::make_shared<InspectOptions>();
-  CLI::App* cmd =
-      app.add_subcommand("inspect", "Summarize a GGUF file: architecture, MTP block, types, sizes");
-  cmd->add_option("file", opt->path, "GGUF file")->required();
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Summarize a GGUF file (or compare two): architecture, MTP block, types, sizes");
+  cmd->add_option("files", opt->paths, "A GGUF file, or two to compare side by side")
+      ->required()
+      ->expected(1, 2);
   cmd->add_flag("--tensors", opt->tensors, "List every tensor: name, type, shape, bytes");
   cmd->add_flag("--metadata", opt->metadata, "List every metadata key with its type and value");
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");
   return [opt] {
-    auto file = GgufFile::open(opt->path);
-    if (!file.ok()) return report_error("inspect", file.status());
-    InspectReport report = build_inspect_report(*file);
-    if (opt->json)
-      print_json(report, *file, *opt);
-    else
-      print_text(report, *file, *opt);
+    std::vector<GgufFile> files;
+    std::vector<InspectReport> reports;
+    for (const std::string& path : opt->paths) {
+      auto file = GgufFile::open(path);
+      if (!file.ok()) return report_error("inspect", file.status());
+      reports.push_back(build_inspect_report(*file));
+      files.push_back(std::move(file).value());
+    }
+    if (opt->json) {
+      if (files.size() == 1) {
+        print_json(report_json(reports[0], files[0], *opt));
+      } else {
+        print_json(
+            {{"files", {report_json(reports[0], files[0], *opt), report_json(reports[1], files[1], *opt)}}});
+      }
+    } else if (files.size() == 1) {
+      print_text(reports[0], files[0], *opt);
+    } else {
+      print_comparison(reports[0], reports[1]);
+    }
     return kExitOk;
   };
 }

@@ -20,6 +20,9 @@ CommandRunner register_inspect(CLI::App& app);
 CommandRunner register_synth(CLI::App& app);
 CommandRunner register_run(CLI::App& app);
 CommandRunner register_tokenize(CLI::App& app);
+CommandRunner register_quantize(CLI::App& app);
+CommandRunner register_graft(CLI::App& app);
+CommandRunner register_extract_head(CLI::App& app);
 
 // Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
 int report_error(const std::string& command, const Status& status);

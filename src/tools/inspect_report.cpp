@@ -47,6 +47,7 @@ InspectReport build_inspect_report(const GgufFile& file) {
   r.canonical_layout = file.canonical_layout();
   r.architecture = file.architecture();
   r.name = optional_string(md, "general.name");
+  r.head_only = md.contains("mtp.head.format_version");
 
   const std::string prefix = r.architecture + ".";
   if (!r.architecture.empty()) {

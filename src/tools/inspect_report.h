@@ -45,6 +45,7 @@ struct InspectReport {
   std::optional<int64_t> mtp_block;        // index of the first MTP block, when one is present
   std::vector<std::string> mtp_tensors;    // every tensor of the MTP block(s), in file order
   std::vector<std::string> nextn_tensors;  // the blk.N.nextn.* subset, short names ("eh_proj", ...)
+  bool head_only = false;                  // written by `mtp extract-head`
   std::optional<uint32_t> file_type;
   std::optional<uint32_t> quantization_version;
 

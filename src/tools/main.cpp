@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   };
   add(register_inspect);
   add(register_synth);
+  add(register_graft);
+  add(register_extract_head);
+  add(register_quantize);
   add(register_run);
   add(register_tokenize);
 

@@ -127,8 +127,14 @@ void synth_row(const Qwen35MoeConfig& c, const TensorDesc& desc, uint64_t seed, 
 }
 
 Status synth_model(const SynthOptions& opt, const std::string& path, ThreadPool& pool) {
-  MTP_ASSIGN_OR_RETURN(Qwen35MoeConfig config, qwen35moe_shape(opt.shape, opt.layers));
+  Qwen35MoeConfig config;
+  if (opt.config) {
+    config = *opt.config;
+  } else {
+    MTP_ASSIGN_OR_RETURN(config, qwen35moe_shape(opt.shape, opt.layers));
+  }
   config.n_nextn = opt.mtp ? 1 : 0;
+  MTP_RETURN_IF_ERROR(config.validate());
   if (!is_quantize_supported(opt.type)) {
     return invalid_argument("weight type ", type_name(opt.type),
                             " cannot be produced (supported: f32, f16, bf16, ",

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -31,6 +32,8 @@ struct SynthOptions {
   GgmlType type = GgmlType::F32;  // type of the 2-D/3-D weights (norms, vectors, conv and router stay F32)
   uint64_t seed = 1;
   std::string name;  // general.name; default "synth-<shape>"
+  // A custom shape (tests, benchmarks): used instead of `shape`/`layers` when set; n_nextn follows `mtp`.
+  std::optional<Qwen35MoeConfig> config;
 };
 
 // The type a tensor of this kind gets in a synthetic file of weight type `type` (with llama.cpp's shape

@@ -57,3 +57,24 @@ TEST(Value, DisplayIsShortAndEscaped) {
 
 }  // namespace
 }  // namespace mtp
+
+namespace mtp {
+namespace {
+
+TEST(Metadata, SetAfterInsertsBehindTheAnchor) {
+  Metadata md;
+  md.set("a", Value::scalar<uint32_t>(1));
+  md.set("b", Value::scalar<uint32_t>(2));
+  md.set_after("a", "x", Value::scalar<uint32_t>(9));
+  ASSERT_EQ(md.size(), 3u);
+  EXPECT_EQ(md.entries()[1].key, "x");
+  EXPECT_EQ(*md.get<uint32_t>("b"), 2u);
+  md.set_after("b", "x", Value::scalar<uint32_t>(10));  // exists: replaced in place
+  EXPECT_EQ(md.entries()[1].key, "x");
+  EXPECT_EQ(*md.get<uint32_t>("x"), 10u);
+  md.set_after("missing", "y", Value::scalar<uint32_t>(3));
+  EXPECT_EQ(md.entries().back().key, "y");
+}
+
+}  // namespace
+}  // namespace mtp

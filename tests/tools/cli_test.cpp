@@ -66,9 +66,9 @@ TEST(Cli, InspectListsTensorsAndMetadata) {
 TEST(Cli, InspectHandlesOtherArchitectures) {
   auto r = run_mtp("inspect tests/gguf/data/ggml_tiny.gguf");
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.output.find("architecture           llama"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("block_count            2"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("MTP block              absent"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("architecture             llama"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("block_count              2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MTP block                absent"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "../gguf/test_util.h"
 #include "cli_util.h"
+#include "fixtures.h"
 #include "gguf/gguf_file.h"
 #include "model/qwen35moe_tensors.h"
 #include "quant/quantize.h"
@@ -18,12 +19,8 @@ namespace {
 
 using tools::SynthOptions;
 
-std::string synth(const testing::TempDir& dir, const std::string& name, SynthOptions opt) {
-  ThreadPool pool(2);
-  std::string path = dir.file(name);
-  Status s = tools::synth_model(opt, path, pool);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return path;
+std::string synth(const testing::TempDir& dir, const std::string& name, const SynthOptions& opt) {
+  return testing::synth_file(dir, name, opt);
 }
 
 TEST(Synth, SameSeedSameBytesAnyThreadCount) {

@@ -27,6 +27,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Tells the kernel this process is done with [offset, offset + length) for now: the pages leave this
+  // process's resident set (they stay in the page cache). Streaming tools call it after each tensor so that
+  // their peak RSS stays far below the file size. Reading the range again later is still valid.
+  void release(uint64_t offset, uint64_t length) const;
+
  private:
   void reset();
 

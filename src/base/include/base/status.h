@@ -94,6 +94,8 @@ class [[nodiscard]] Expected {
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }
+  // The value, or `fallback` when there is none (the error is dropped: use only where it cannot matter).
+  T value_or(T fallback) const& { return ok() ? std::get<T>(v_) : std::move(fallback); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

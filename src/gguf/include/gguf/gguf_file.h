@@ -64,6 +64,12 @@ class GgufFile {
     return bytes_.subspan(data_offset_ + info.offset, info.n_bytes);
   }
 
+  // Drops a tensor's pages from this process's resident set once it has been streamed (see
+  // MappedFile::release); a no-op for files parsed from caller memory.
+  void release_tensor_pages(const TensorInfo& info) const {
+    file_.release(data_offset_ + info.offset, info.n_bytes);
+  }
+
   // general.architecture, or "" when absent or not a string.
   std::string architecture() const;
 

@@ -30,6 +30,8 @@ class Metadata {
   // Removes the key if present and appends it at the end (what ggml's setters do; llama-quantize relies on
   // it).
   void set_last(std::string key, Value value);
+  // Sets `key`: in place when it exists, else inserted right after `anchor` (appended if `anchor` is absent).
+  void set_after(std::string_view anchor, std::string key, Value value);
   bool erase(std::string_view key);
 
   template <typename T>

@@ -1,0 +1,231 @@
+// `mtp quantize`: the per-tensor plan follows llama-quantize's policy (gguf-and-quants.md sections 4.2-4.9),
+// --keep copies bytes, the output reads back, and a killed run leaves nothing under the output name.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "cli_util.h"
+#include "fixtures.h"
+#include "quant/quantize.h"
+#include "quantize.h"
+
+namespace mtp {
+namespace {
+
+using testing::synth_file;
+using testing::TempDir;
+
+// A qwen35moe whose every row length is a multiple of 256 (as in the real 35B-A3B), with n_gqa 8 and 4
+// experts, 8 trunk layers + MTP: the mixture rules apply as they do to the real model (block_count 9, so the
+// "first eighth" of layers is blk.0).
+tools::SynthOptions policy_model(GgmlType type, int64_t n_expert = 4) {
+  tools::SynthOptions opt = testing::tiny_variant(true, [&](Qwen35MoeConfig& c) {
+    c.n_embd = 256;
+    c.n_head = 8;
+    c.n_head_kv = 1;
+    c.head_dim = 32;
+    c.n_rot = 8;
+    c.n_expert = n_expert;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 256;
+    c.n_ff_shexp = 256;
+    c.ssm_d_state = 64;
+    c.ssm_n_group = 2;
+    c.ssm_dt_rank = 4;
+    c.ssm_d_inner = 256;
+    c.n_layer = 8;
+  });
+  opt.type = type;
+  return opt;
+}
+
+std::map<std::string, GgmlType> plan_types(const std::string& path, const std::string& target,
+                                           std::vector<std::string> keep = {}) {
+  auto f = GgufFile::open(path);
+  EXPECT_TRUE(f.ok());
+  tools::QuantizeOptions o;
+  o.target = *tools::parse_quantize_target(target);
+  o.keep = std::move(keep);
+  auto plan = tools::plan_quantization(*f, o);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  std::map<std::string, GgmlType> out;
+  for (const auto& p : plan->tensors) out[p.tensor->name] = p.to;
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+TEST(QuantizePlan, Iq4XsFollowsTheDocumentedPolicy) {
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F16));
+  auto types = plan_types(path, "IQ4_XS");
+  ASSERT_EQ(types.size(), GgufFile::open(path)->tensors().size());  // every tensor planned
+  for (const auto& [name, type] : types) {
+    GgmlType want = GgmlType::IQ4_XS;
+    if (name == "output.weight")
+      want = GgmlType::Q6_K;
+    else if (ends_with(name, "norm.weight") || ends_with(name, "ssm_a") || ends_with(name, "ssm_dt.bias") ||
+             ends_with(name, "ssm_conv1d.weight") || ends_with(name, "ffn_gate_inp.weight") ||
+             ends_with(name, "ffn_gate_inp_shexp.weight")) {
+      want = GgmlType::F32;  // kept as stored
+    } else if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight")) {
+      want = GgmlType::Q5_K;  // attn_v-like with n_gqa 8
+    } else if (name.find("ffn_down") != std::string::npos && name.rfind("blk.0.", 0) == 0) {
+      want = GgmlType::Q5_K;  // first block_count/8 layers, no imatrix
+    }
+    EXPECT_EQ(type, want) << name << ": got " << type_name(type) << ", want " << type_name(want);
+  }
+  EXPECT_EQ(types.at("token_embd.weight"), GgmlType::IQ4_XS);
+  EXPECT_EQ(types.at("blk.8.nextn.eh_proj.weight"), GgmlType::IQ4_XS);
+  EXPECT_EQ(types.at("blk.8.ffn_down_exps.weight"), GgmlType::IQ4_XS);
+}
+
+TEST(QuantizePlan, Q6KEverywhereItMayQuantize) {
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
+  for (const auto& [name, type] : plan_types(path, "Q6_K")) {
+    auto f = GgufFile::open(path);
+    const TensorInfo* t = f->find_tensor(name);
+    const bool kept = tools::why_not_quantizable(*t) != nullptr;
+    EXPECT_EQ(type, kept ? t->type : GgmlType::Q6_K) << name;
+  }
+}
+
+TEST(QuantizePlan, EightExpertsAndFallbacks) {
+  TempDir dir;
+  // tiny: 8 experts (attn_v-like and attn_k -> Q8_0, attn_output -> Q5_K with llama's 8-expert rules), and
+  // 64-wide rows, which IQ4_XS cannot hold (-> IQ4_NL) and whose Q4_K fallback Q5_0 is not implemented (->
+  // Q8_0).
+  auto path = synth_file(dir, "t.gguf", testing::synth_options(true));
+  auto iq4 = plan_types(path, "IQ4_XS");
+  EXPECT_EQ(iq4.at("blk.3.attn_v.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(iq4.at("blk.3.attn_k.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(iq4.at("blk.0.attn_qkv.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(iq4.at("blk.1.ssm_out.weight"), GgmlType::IQ4_NL);
+  EXPECT_EQ(iq4.at("output.weight"), GgmlType::Q8_0);  // 64 % 256 != 0
+  auto q4k = plan_types(path, "Q4_K");
+  EXPECT_EQ(q4k.at("blk.1.ffn_gate_exps.weight"), GgmlType::Q8_0);
+}
+
+TEST(QuantizePlan, OverridesAndTargets) {
+  EXPECT_EQ(tools::parse_quantize_target("iq4_xs")->file_type, 30u);
+  EXPECT_EQ(tools::parse_quantize_target("18")->default_type, GgmlType::Q6_K);
+  EXPECT_EQ(tools::parse_quantize_target("Q4_K")->file_type, 15u);  // Q4_K_M, as llama-quantize
+  EXPECT_FALSE(tools::parse_quantize_target("Q3_K").ok());
+  EXPECT_FALSE(tools::parse_tensor_type_override("ffn_down").ok());
+  EXPECT_FALSE(tools::parse_tensor_type_override("ffn_(=q8_0").ok());
+  EXPECT_FALSE(tools::parse_tensor_type_override("ffn_down=q9").ok());
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
+  auto f = GgufFile::open(path);
+  tools::QuantizeOptions o;
+  o.target = *tools::parse_quantize_target("IQ4_XS");
+  o.tensor_types.push_back(*tools::parse_tensor_type_override("FFN_DOWN=q8_0"));  // lowercased like llama
+  o.output_type = GgmlType::F16;
+  auto plan = tools::plan_quantization(*f, o);
+  ASSERT_TRUE(plan.ok());
+  for (const auto& p : plan->tensors) {
+    if (p.tensor->name.find("ffn_down") != std::string::npos)
+      EXPECT_EQ(p.to, GgmlType::Q8_0) << p.tensor->name;
+    if (p.tensor->name == "output.weight") EXPECT_EQ(p.to, GgmlType::F16);
+  }
+}
+
+TEST(Quantize, KeepCopiesBytesAndTheOutputReadsBack) {
+  TempDir dir;
+  auto in = synth_file(dir, "in.gguf", testing::synth_options(true, GgmlType::F16));
+  ThreadPool pool(2);
+  tools::QuantizeOptions o;
+  o.target = *tools::parse_quantize_target("IQ4_XS");
+  o.keep = {"blk.4.*"};
+  auto r = tools::quantize_file(in, dir.file("out.gguf"), o, nullptr, "", pool);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto a = GgufFile::open(in);
+  auto b = GgufFile::open(dir.file("out.gguf"));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(*b->metadata().get<uint32_t>("general.file_type"), 30u);
+  EXPECT_EQ(b->metadata().entries().back().key, "general.file_type");
+  EXPECT_EQ(b->metadata().entries()[b->metadata().size() - 2].key, "general.quantization_version");
+  for (const TensorInfo& t : a->tensors()) {
+    const TensorInfo* u = b->find_tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    if (t.name.rfind("blk.4.", 0) == 0) {
+      auto x = a->tensor_data(t), y = b->tensor_data(*u);
+      EXPECT_EQ(u->type, t.type) << t.name;
+      EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << t.name;
+    } else if (u->type != t.type) {
+      // Converted: close to the source values (4-bit-class error on unit-scale rows).
+      std::vector<float> src(static_cast<size_t>(t.n_elements())), dst(src.size());
+      ASSERT_TRUE(dequantize_row(t.type, a->tensor_data(t).data(), src.data(), t.n_elements()).ok());
+      ASSERT_TRUE(dequantize_row(u->type, b->tensor_data(*u).data(), dst.data(), t.n_elements()).ok());
+      double err = 0, ref = 0;
+      for (size_t i = 0; i < src.size(); ++i) {
+        err += (src[i] - dst[i]) * (src[i] - dst[i]);
+        ref += src[i] * src[i];
+      }
+      EXPECT_LT(std::sqrt(err / ref), 0.15) << t.name;
+    }
+  }
+}
+
+TEST(Quantize, RequantizesQuantizedInput) {
+  TempDir dir;
+  auto in = synth_file(dir, "q8.gguf", testing::synth_options(false, GgmlType::Q8_0));
+  auto r = testing::run_mtp("quantize " + in + " " + dir.file("q4.gguf") + " --type q4_0 -t 2", true);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("peak RSS"), std::string::npos);
+  auto b = GgufFile::open(dir.file("q4.gguf"));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->find_tensor("blk.0.ffn_up_exps.weight")->type, GgmlType::Q4_0);
+}
+
+TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
+  TempDir dir;
+  auto r =
+      testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " --type IQ4_XS --dry-run");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
+  EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+  EXPECT_EQ(testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
+            2);
+  EXPECT_EQ(testing::run_mtp("quantize models/example.gguf models/example.gguf --type Q8_0").exit_code, 2);
+}
+
+TEST(Quantize, KilledPartWayLeavesNoFileAtTheOutputPath) {
+  TempDir dir;
+  auto big = policy_model(GgmlType::F32, 16);  // about 120 MB of F32: seconds of IQ4_XS work on one thread
+  auto in = synth_file(dir, "big.gguf", big);
+  const std::string out = dir.file("out.gguf");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(MTP_BINARY, MTP_BINARY, "quantize", in.c_str(), out.c_str(), "--type", "IQ4_XS", "-t", "1",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until the temporary file exists (the run is under way), then kill it.
+  bool started = false;
+  for (int i = 0; i < 2000 && !started; ++i) {
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      if (e.path().filename().string().find(".out.gguf.tmp.") == 0) started = true;
+    }
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before it could be killed; make the input bigger";
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace mtp
