@@ -14,6 +14,7 @@ CommandRunner register_synth(CLI::App& app) {
     std::string type = "f32";
     std::string out;
     int threads = 0;
+    std::optional<double> structured;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd =
@@ -28,12 +29,17 @@ CommandRunner register_synth(CLI::App& app) {
   cmd->add_option("--seed", a->opt.seed, "Random seed; the same seed gives the same bytes")
       ->capture_default_str();
   cmd->add_option("--name", a->opt.name, "general.name (default synth-<shape>)");
+  cmd->add_option(
+         "--structured", a->structured,
+         "Follow a hidden token chain so the MTP head agrees with the trunk; NOISE 0 = always, larger = less")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   cmd->add_option("-o,--output", a->out, "Output GGUF path")->required();
   return [a] {
     auto type = type_from_name(a->type);
     if (!type) return report_error("synth", invalid_argument("unknown type '", a->type, "'"));
     a->opt.type = *type;
+    a->opt.structured = a->structured;
     ThreadPool pool(a->threads);
     Timer timer;
     Status s = synth_model(a->opt, a->out, pool);

@@ -9,6 +9,7 @@
 #include "quant/quantize.h"
 #include "quant_policy.h"
 #include "tokenizer/bpe_trainer.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mtp::tools {
@@ -26,22 +27,16 @@ class SplitMix64 {
     return z ^ (z >> 31);
   }
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double r = std::sqrt(-2.0 * std::log(uniform()));
-    double t = 2.0 * M_PI * uniform();
-    spare_ = r * std::sin(t);
-    has_spare_ = true;
-    return r * std::cos(t);
+  // Approximately N(0, 1): four 16-bit uniforms from one draw, summed (Irwin-Hall, n = 4) and rescaled.
+  float normal() {
+    const uint64_t r = next();
+    const uint32_t sum = static_cast<uint32_t>(r & 0xffff) + static_cast<uint32_t>((r >> 16) & 0xffff) +
+                         static_cast<uint32_t>((r >> 32) & 0xffff) + static_cast<uint32_t>(r >> 48);
+    return (static_cast<float>(sum) * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
   }
 
  private:
   uint64_t s_;
-  double spare_ = 0;
-  bool has_spare_ = false;
 };
 
 uint64_t name_hash(const std::string& name) {
@@ -86,45 +81,120 @@ GgmlType synth_tensor_type(const TensorDesc& desc, GgmlType type) {
   }
 }
 
-void synth_row(const Qwen35MoeConfig& c, const TensorDesc& desc, uint64_t seed, int64_t row, float* out) {
-  SplitMix64 rng(seed ^ name_hash(desc.name) ^ (static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull));
-  const int64_t n = desc.ne[0];
-  const std::string& name = desc.name;
-  switch (desc.kind) {
-    case TensorKind::kNorm:
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(1.0 + 0.02 * rng.normal());
-      return;
-    case TensorKind::kConv: {
-      const double sd = 1.0 / std::sqrt(static_cast<double>(n));
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(sd * rng.normal());
-      return;
-    }
-    case TensorKind::kVector:
-      if (ends_with(name, "ssm_a")) {
-        for (int64_t i = 0; i < n; ++i)
-          out[i] = static_cast<float>(-std::exp(rng.uniform() * std::log(16.0)));
-      } else if (ends_with(name, "ssm_dt.bias")) {
-        for (int64_t i = 0; i < n; ++i) {
-          double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
-          out[i] = static_cast<float>(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
+namespace {
+
+// Everything a row's values depend on: the shape, the seed and, in structured mode, the chain.
+class RowGenerator {
+ public:
+  RowGenerator(const Qwen35MoeConfig& config, uint64_t seed, std::optional<double> structured,
+               const Vocab& vocab)
+      : c_(config), seed_(seed), structured_(structured) {
+    if (structured_) build_chain(vocab);
+  }
+
+  // Fills `out` (ne[0] floats) with row `row` of tensor `desc`.
+  void row(const TensorDesc& desc, int64_t row, float* out) const {
+    SplitMix64 rng(seed_ ^ name_hash(desc.name) ^ (static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull));
+    const int64_t n = desc.ne[0];
+    const std::string& name = desc.name;
+    if (structured_ && desc.kind == TensorKind::kOutput) return chain_output_row(row, out);
+    if (structured_ && ends_with(name, "nextn.eh_proj.weight")) return identity_eh_proj_row(rng, row, out);
+    switch (desc.kind) {
+      case TensorKind::kNorm:
+        for (int64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.02f * rng.normal();
+        return;
+      case TensorKind::kVector:
+        if (ends_with(name, "ssm_a")) {
+          for (int64_t i = 0; i < n; ++i)
+            out[i] = static_cast<float>(-std::exp(rng.uniform() * std::log(16.0)));
+        } else if (ends_with(name, "ssm_dt.bias")) {
+          for (int64_t i = 0; i < n; ++i) {
+            const double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
+            out[i] = static_cast<float>(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
+          }
+        } else {
+          gaussian(rng, 1.0 / std::sqrt(static_cast<double>(n)), n, out);
         }
-      } else {
-        const double sd = 1.0 / std::sqrt(static_cast<double>(n));
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(sd * rng.normal());
+        return;
+      case TensorKind::kEmbedding:
+        gaussian(rng, 1.0, n, out);
+        return;
+      default: {
+        double sd = 1.0 / std::sqrt(static_cast<double>(n));  // kConv, kMatrix, kExperts, kRouter, kOutput
+        // Trunk depth, not block_count: the trunk of a file must not depend on whether it has an MTP block.
+        if (writes_residual(name)) sd *= residual_scale();
+        gaussian(rng, sd, n, out);
+        return;
       }
-      return;
-    case TensorKind::kEmbedding:
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(rng.normal());
-      return;
-    default: {
-      double sd = 1.0 / std::sqrt(static_cast<double>(n));
-      // Trunk depth, not block_count: the trunk of a file must not depend on whether it has an MTP block.
-      if (writes_residual(name)) sd /= std::sqrt(2.0 * static_cast<double>(c.n_layer));
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(sd * rng.normal());
-      return;
     }
   }
-}
+
+ private:
+  static void gaussian(SplitMix64& rng, double sd, int64_t n, float* out) {
+    const float s = static_cast<float>(sd);
+    for (int64_t i = 0; i < n; ++i) out[i] = s * rng.normal();
+  }
+
+  double residual_scale() const {
+    const double depth = 1.0 / std::sqrt(2.0 * static_cast<double>(c_.n_layer));
+    return structured_ ? depth * *structured_ : depth;
+  }
+
+  // The chain runs over the tokens that decode to printable ASCII (bytes 0x20-0x7e and merges of them), so
+  // the structured model writes readable text and never emits control or unused tokens.
+  void build_chain(const Vocab& vocab) {
+    std::vector<int32_t> text;
+    for (size_t id = 0; id < vocab.tokens.size() && static_cast<int64_t>(id) < c_.n_vocab; ++id) {
+      if (!vocab.token_types.empty() && vocab.token_types[id] != static_cast<int32_t>(TokenType::kNormal))
+        continue;
+      auto bytes = byte_level_to_bytes(vocab.tokens[id]);
+      if (!bytes || bytes->empty()) continue;
+      if (std::all_of(bytes->begin(), bytes->end(), [](char ch) { return ch >= 0x20 && ch <= 0x7e; })) {
+        text.push_back(static_cast<int32_t>(id));
+      }
+    }
+    // A seeded Fisher-Yates shuffle makes sigma: text[i] -> shuffled[i].
+    std::vector<int32_t> shuffled = text;
+    SplitMix64 rng(seed_ ^ 0x5eed5eed5eed5eedull);
+    for (size_t i = shuffled.size(); i > 1; --i) std::swap(shuffled[i - 1], shuffled[rng.next() % i]);
+    predecessor_.assign(static_cast<size_t>(c_.n_vocab), -1);
+    for (size_t i = 0; i < text.size(); ++i) predecessor_[static_cast<size_t>(shuffled[i])] = text[i];
+  }
+
+  // LM head row u: the unit direction of the embedding of sigma^-1(u), scaled so that a residual stream
+  // holding that embedding (RMS 1, so a dot product of about sqrt(n_embd) with the unit direction) gives u a
+  // logit near 10.
+  void chain_output_row(int64_t u, float* out) const {
+    const int64_t d = c_.n_embd;
+    const int32_t from = predecessor_[static_cast<size_t>(u)];
+    if (from < 0) {
+      SplitMix64 rng(seed_ ^ static_cast<uint64_t>(u) * 0x9e3779b97f4a7c15ull);
+      gaussian(rng, 0.1 / std::sqrt(static_cast<double>(d)), d, out);
+      return;
+    }
+    TensorDesc embd{"token_embd.weight", {d, c_.n_vocab, 1, 1}, TensorKind::kEmbedding, true, -1};
+    row(embd, from, out);
+    double norm2 = 0;
+    for (int64_t i = 0; i < d; ++i) norm2 += static_cast<double>(out[i]) * out[i];
+    const float scale = static_cast<float>(10.0 / std::sqrt(static_cast<double>(d)) / std::sqrt(norm2));
+    for (int64_t i = 0; i < d; ++i) out[i] *= scale;
+  }
+
+  // eh_proj row o (inputs: [normed embedding (d); normed hidden (d)]): the identity on the embedding half,
+  // noise on the hidden half.
+  void identity_eh_proj_row(SplitMix64& rng, int64_t o, float* out) const {
+    const int64_t d = c_.n_embd;
+    for (int64_t i = 0; i < d; ++i) out[i] = i == o ? 1.0f : 0.0f;
+    gaussian(rng, *structured_ / std::sqrt(static_cast<double>(d)), d, out + d);
+  }
+
+  const Qwen35MoeConfig& c_;
+  uint64_t seed_;
+  std::optional<double> structured_;
+  std::vector<int32_t> predecessor_;  // sigma^-1, -1 for tokens outside the chain
+};
+
+}  // namespace
 
 Status synth_model(const SynthOptions& opt, const std::string& path, ThreadPool& pool) {
   Qwen35MoeConfig config;
@@ -149,7 +219,11 @@ Status synth_model(const SynthOptions& opt, const std::string& path, ThreadPool&
   md.set("general.quantization_version", Value::scalar<uint32_t>(2));
   write_qwen35moe_config(config, md);
   md.set("mtp.synth.seed", Value::scalar<uint64_t>(opt.seed));
-  write_vocab_to_gguf(synth_vocab(config.n_vocab), md);
+  if (opt.structured)
+    md.set("mtp.synth.structured_noise", Value::scalar(static_cast<float>(*opt.structured)));
+  const Vocab vocab = synth_vocab(config.n_vocab);
+  write_vocab_to_gguf(vocab, md);
+  const RowGenerator generator(config, opt.seed, opt.structured, vocab);
 
   std::vector<TensorSpec> specs;
   std::vector<const TensorDesc*> written;
@@ -179,7 +253,7 @@ Status synth_model(const SynthOptions& opt, const std::string& path, ThreadPool&
       pool.parallel_for(static_cast<size_t>(nr), [&](size_t i, int t) {
         auto& buf = scratch[static_cast<size_t>(t)];
         buf.resize(static_cast<size_t>(n_per_row));
-        synth_row(config, d, opt.seed, r0 + static_cast<int64_t>(i), buf.data());
+        generator.row(d, r0 + static_cast<int64_t>(i), buf.data());
         Status s =
             quantize_row(type, buf.data(), chunk.data() + static_cast<int64_t>(i) * row_bytes, n_per_row);
         if (!s.ok()) errors[static_cast<size_t>(t)] = s;

@@ -20,10 +20,11 @@ Status stream_tensor(GgufWriter& writer, const GgufFile& source, const TensorInf
     for (uint64_t off = 0; off < data.size(); off += kCopyChunk) {
       const uint64_t n = std::min<uint64_t>(kCopyChunk, data.size() - off);
       MTP_RETURN_IF_ERROR(writer.write(data.subspan(off, n)));
+      // Release as we go: peak RSS stays at about one chunk, however large the tensor.
+      source.release_tensor_pages(t, off, n);
       if (progress) progress->advance(n);
     }
     if (data.empty()) MTP_RETURN_IF_ERROR(writer.write_tensor({}));
-    source.release_tensor_pages(t);
     return Status::Ok();
   }
 
@@ -54,10 +55,10 @@ Status stream_tensor(GgufWriter& writer, const GgufFile& source, const TensorInf
     s = quantize_tensor(&pool, to, f32.data(), out.data(), nr, n_per_row, weights);
     if (!s.ok()) return s.with_context(str_cat("tensor '", t.name, "' rows ", r0, "..", r0 + nr - 1));
     MTP_RETURN_IF_ERROR(writer.write({out.data(), static_cast<size_t>(nr * out_row)}));
+    source.release_tensor_pages(t, static_cast<uint64_t>(r0 * in_row), static_cast<uint64_t>(nr * in_row));
     if (progress) progress->advance(static_cast<uint64_t>(nr * in_row));
     r0 += nr;
   }
-  source.release_tensor_pages(t);
   return Status::Ok();
 }
 

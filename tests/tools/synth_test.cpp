@@ -134,3 +134,52 @@ TEST(Synth, VocabularyIsARealBpeThatRoundTrips) {
 
 }  // namespace
 }  // namespace mtp
+
+namespace mtp {
+namespace {
+
+// Structured mode: with the blocks silent, the LM head maps the embedding of every text token t to one
+// successor sigma(t) with a logit near 10, sigma is a permutation of the text tokens, and control or unused
+// tokens are never the answer.
+TEST(Synth, StructuredHeadEncodesAPermutationChain) {
+  testing::TempDir dir;
+  SynthOptions opt;
+  opt.mtp = true;
+  opt.structured = 0.0;
+  auto f = GgufFile::open(testing::synth_file(dir, "s.gguf", opt));
+  ASSERT_TRUE(f.ok());
+  ASSERT_NE(f->metadata().find("mtp.synth.structured_noise"), nullptr);
+  const TensorInfo* e = f->find_tensor("token_embd.weight");
+  const TensorInfo* w = f->find_tensor("output.weight");
+  const int64_t d = e->ne[0], n_vocab = e->ne[1];
+  const float* E = reinterpret_cast<const float*>(f->tensor_data(*e).data());
+  const float* W = reinterpret_cast<const float*>(f->tensor_data(*w).data());
+  auto vocab = vocab_from_gguf(f->metadata());
+  ASSERT_TRUE(vocab.ok());
+  std::vector<int> hits(static_cast<size_t>(n_vocab), 0);
+  int chain_tokens = 0;
+  for (int64_t t = 0; t < n_vocab; ++t) {
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    for (int64_t u = 0; u < n_vocab; ++u) {
+      double dot = 0;
+      for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(W[u * d + i]) * E[t * d + i];
+      logits[static_cast<size_t>(u)] = static_cast<float>(dot);
+    }
+    const int64_t best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    if (logits[static_cast<size_t>(best)] < 7.5f) continue;  // t is not a text token: nothing follows it
+    ++chain_tokens;
+    ++hits[static_cast<size_t>(best)];
+    EXPECT_EQ(vocab->token_types[static_cast<size_t>(best)], static_cast<int32_t>(TokenType::kNormal)) << t;
+  }
+  EXPECT_GT(chain_tokens, 200);
+  for (int h : hits) EXPECT_LE(h, 1);  // one predecessor per token: a permutation
+  // The MTP block passes the embedding through: eh_proj is the identity on its first half.
+  const TensorInfo* eh = f->find_tensor("blk.4.nextn.eh_proj.weight");
+  const float* EH = reinterpret_cast<const float*>(f->tensor_data(*eh).data());
+  EXPECT_EQ(EH[0], 1.0f);
+  EXPECT_EQ(EH[1], 0.0f);
+  EXPECT_EQ(EH[2 * d + 1], 1.0f);
+}
+
+}  // namespace
+}  // namespace mtp

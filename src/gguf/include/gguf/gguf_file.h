@@ -64,10 +64,10 @@ class GgufFile {
     return bytes_.subspan(data_offset_ + info.offset, info.n_bytes);
   }
 
-  // Drops a tensor's pages from this process's resident set once it has been streamed (see
-  // MappedFile::release); a no-op for files parsed from caller memory.
-  void release_tensor_pages(const TensorInfo& info) const {
-    file_.release(data_offset_ + info.offset, info.n_bytes);
+  // Drops bytes [begin, begin + length) of a tensor's data from this process's resident set once they have
+  // been streamed (see MappedFile::release); a no-op for files parsed from caller memory.
+  void release_tensor_pages(const TensorInfo& info, uint64_t begin, uint64_t length) const {
+    file_.release(data_offset_ + info.offset + begin, length);
   }
 
   // general.architecture, or "" when absent or not a string.
