@@ -131,9 +131,12 @@ TEST(QuantizePlan, OverridesAndTargets) {
   auto plan = tools::plan_quantization(*f, o);
   ASSERT_TRUE(plan.ok());
   for (const auto& p : plan->tensors) {
-    if (p.tensor->name.find("ffn_down") != std::string::npos)
+    if (p.tensor->name.find("ffn_down") != std::string::npos) {
       EXPECT_EQ(p.to, GgmlType::Q8_0) << p.tensor->name;
-    if (p.tensor->name == "output.weight") EXPECT_EQ(p.to, GgmlType::F16);
+    }
+    if (p.tensor->name == "output.weight") {
+      EXPECT_EQ(p.to, GgmlType::F16);
+    }
   }
 }
 

@@ -69,7 +69,9 @@ TEST(Graft, RenumbersTheBlockToTheTrunkDepth) {
   // nextn_predict_layers sits right after block_count, where llama.cpp's converter writes it.
   const auto& kvs = out->metadata().entries();
   for (size_t i = 0; i + 1 < kvs.size(); ++i) {
-    if (kvs[i].key == "qwen35moe.block_count") EXPECT_EQ(kvs[i + 1].key, "qwen35moe.nextn_predict_layers");
+    if (kvs[i].key == "qwen35moe.block_count") {
+      EXPECT_EQ(kvs[i + 1].key, "qwen35moe.nextn_predict_layers");
+    }
   }
   for (const TensorInfo& t : src->tensors()) {
     if (t.name.rfind("blk.4.", 0) != 0) continue;

@@ -39,7 +39,8 @@ TEST(Synth, SameSeedSameBytesAnyThreadCount) {
 TEST(Synth, TheBundledExampleIsWhatSynthWrites) {
   testing::TempDir dir;
   auto r = testing::run_mtp(
-      "synth --shape tiny --mtp --type q8_0 --seed 1 --name 'mtp.cpp example (tiny synthetic)' -o " +
+      "synth --shape tiny --mtp --type q8_0 --structured 1.75 --seed 1 --name 'mtp.cpp example (tiny "
+      "synthetic)' -o " +
       dir.file("example.gguf"));
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(testing::read_bytes(dir.file("example.gguf")),

@@ -1,0 +1,81 @@
+// How often a model's MTP head agrees with its trunk: the acceptance a greedy speculative decoder would see
+// at draft positions 1 and 2, measured with the reference forward (no engine needed). Used to calibrate `mtp
+// synth --structured NOISE` and to check real heads.
+//
+// Usage: mtp_agreement MODEL [n_tokens=200] [prompt="The model"] [threads=2]
+// Protocol: generate n_tokens greedily with the trunk, keeping every post-norm hidden h_p. Then for each
+// position p, the MTP row (h_{p-1}, x_p) at p drafts d1 for p+1 (accepted if it equals the trunk's x_{p+1});
+// when d1 is accepted, the row (h_mtp, d1) at p+1 drafts d2 (accepted if it equals x_{p+2}). Each next
+// position's row overwrites the draft rows, as a decoder's catch-up does.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/timer.h"
+#include "model/model.h"
+#include "model/reference_forward.h"
+#include "tokenizer/tokenizer.h"
+
+int main(int argc, char** argv) {
+  using namespace mtp;
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL [n_tokens] [prompt] [threads]\n", argv[0]);
+    return 2;
+  }
+  const int n_tokens = argc > 2 ? std::atoi(argv[2]) : 200;
+  const std::string prompt = argc > 3 ? argv[3] : "The model";
+  ThreadPool pool(argc > 4 ? std::atoi(argv[4]) : 2);
+  auto model = Model::load(argv[1]);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().message().c_str());
+    return 1;
+  }
+  if (!model->has_mtp()) {
+    std::fprintf(stderr, "%s has no MTP block\n", argv[1]);
+    return 1;
+  }
+  auto tok = Tokenizer::create(model->vocab());
+  if (!tok.ok()) {
+    std::fprintf(stderr, "%s\n", tok.status().message().c_str());
+    return 1;
+  }
+  auto argmax = [](const std::vector<float>& v) {
+    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+  };
+
+  Timer timer;
+  ReferenceState state(model->config());
+  std::vector<int32_t> x = tok->encode(prompt);
+  const size_t n_prompt = x.size();
+  std::vector<std::vector<float>> h;  // h[p]: post-norm hidden after token x[p]
+  for (size_t p = 0; p < n_prompt + static_cast<size_t>(n_tokens); ++p) {
+    ForwardOutput out = forward_token(*model, state, x[p], static_cast<int64_t>(p), true, &pool);
+    h.push_back(std::move(out.hidden));
+    if (p + 1 >= x.size()) x.push_back(argmax(out.logits));
+  }
+  const double trunk_s = timer.seconds();
+
+  int drafted1 = 0, accepted1 = 0, drafted2 = 0, accepted2 = 0;
+  for (size_t p = 1; p + 2 < x.size(); ++p) {
+    ForwardOutput d1 = mtp_draft_logits(*model, state, h[p - 1], x[p], static_cast<int64_t>(p), true, &pool);
+    if (p < n_prompt) continue;  // catch-up over the prompt; count drafts only inside the generation
+    ++drafted1;
+    if (argmax(d1.logits) != x[p + 1]) continue;
+    ++accepted1;
+    ForwardOutput d2 =
+        mtp_draft_logits(*model, state, d1.hidden, x[p + 1], static_cast<int64_t>(p + 1), true, &pool);
+    ++drafted2;
+    if (argmax(d2.logits) == x[p + 2]) ++accepted2;
+  }
+  std::string text = tok->decode({x.data() + n_prompt, std::min<size_t>(x.size() - n_prompt, 60)});
+  for (char& c : text) c = (c == '\n') ? ' ' : c;
+  std::printf("model %s: %d generated tokens (trunk %.1f s)\n", argv[1], n_tokens, trunk_s);
+  std::printf("text: %s...\n", text.c_str());
+  std::printf("draft position 1: %d/%d accepted (%.3f)\n", accepted1, drafted1,
+              drafted1 ? static_cast<double>(accepted1) / drafted1 : 0.0);
+  std::printf("draft position 2: %d/%d accepted given position 1 (%.3f)\n", accepted2, drafted2,
+              drafted2 ? static_cast<double>(accepted2) / drafted2 : 0.0);
+  return 0;
+}

@@ -1,0 +1,58 @@
+// A loaded qwen35moe model: the mapped GGUF file, its hyperparameters, its weights bound by name, and its
+// vocabulary. Immutable after load; any number of sequences (each with its own state) may read it at once.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "model/qwen35moe_config.h"
+#include "model/qwen35moe_weights.h"
+#include "tokenizer/vocab.h"
+
+namespace mtp {
+
+// Optional hyperparameters that Qwen35MoeConfig does not carry (qwen35moe.md section 1); absent in the
+// 35B-A3B files, so their defaults leave the math as written in sections 3-4.
+struct ModelParams {
+  float attention_scale = 0;       // `attention.scale`; 0 = 1/sqrt(head_dim)
+  float expert_weights_scale = 0;  // `expert_weights_scale`; applied only when not 0 and not 1
+};
+
+class Model {
+ public:
+  Model(Model&&) noexcept = default;
+  Model& operator=(Model&&) noexcept = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Maps and validates `path`: architecture qwen35moe, hyperparameters, every tensor of the table (name,
+  // shape, type). Errors name the file and, for tensors, the tensor with its expected and actual shape/type.
+  static Expected<Model> load(const std::string& path);
+
+  // A model over weights the caller owns (tests build tiny models in memory this way); the views must
+  // outlive the model.
+  static Model from_parts(Qwen35MoeConfig config, Qwen35MoeWeights weights, Vocab vocab = {},
+                          ModelParams params = {});
+
+  const Qwen35MoeConfig& config() const { return config_; }
+  const Qwen35MoeWeights& weights() const { return weights_; }
+  const ModelParams& params() const { return params_; }
+  // Empty (no tokens) when the file has no tokenizer.
+  const Vocab& vocab() const { return vocab_; }
+  bool has_mtp() const { return weights_.mtp.has_value(); }
+  // The mapped file, or nullptr for a model made by from_parts.
+  const GgufFile* file() const { return file_ ? &*file_ : nullptr; }
+
+ private:
+  Model() = default;
+
+  std::optional<GgufFile> file_;  // owns the mapping the weight views point into (stable across moves)
+  Qwen35MoeConfig config_;
+  Qwen35MoeWeights weights_;
+  ModelParams params_;
+  Vocab vocab_;
+};
+
+}  // namespace mtp

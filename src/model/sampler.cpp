@@ -1,0 +1,77 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "base/check.h"
+
+namespace mtp {
+
+int32_t Sampler::argmax(std::span<const float> logits) {
+  MTP_CHECK(!logits.empty());
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+double Sampler::next_uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (greedy()) return argmax(logits);
+  const int64_t n = static_cast<int64_t>(logits.size());
+
+  // Candidates by descending logit; ties by lower id so the order is total.
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  int64_t keep = n;
+  if (opt_.top_k > 0 && opt_.top_k < n) {
+    keep = opt_.top_k;
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_logit);
+  } else {
+    std::sort(ids.begin(), ids.end(), by_logit);
+  }
+
+  // Top-p on the softmax of the raw logits: the smallest prefix whose mass reaches top_p.
+  if (opt_.top_p < 1.0f) {
+    const double max = logits[ids[0]];
+    std::vector<double> e(static_cast<size_t>(keep));
+    double sum = 0;
+    for (int64_t i = 0; i < keep; ++i) sum += e[i] = std::exp(static_cast<double>(logits[ids[i]]) - max);
+    double cum = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      cum += e[i] / sum;
+      if (cum >= opt_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+
+  // Temperature, softmax over the kept candidates, inverse-CDF draw.
+  const double t = opt_.temperature;
+  const double max = logits[ids[0]] / t;
+  std::vector<double> p(static_cast<size_t>(keep));
+  double sum = 0;
+  for (int64_t i = 0; i < keep; ++i) sum += p[i] = std::exp(static_cast<double>(logits[ids[i]]) / t - max);
+  const double r = next_uniform() * sum;
+  double cum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    cum += p[i];
+    if (r < cum) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+}  // namespace mtp

@@ -1,0 +1,83 @@
+// `mtp run` and `mtp tokenize` as a user runs them, on the bundled example model.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "../gguf/test_util.h"
+#include "../tools/cli_util.h"
+
+namespace mtp {
+namespace {
+
+using testing::run_mtp;
+
+constexpr int64_t kExampleVocab = 512;
+
+std::vector<int> parse_ids(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<int> ids;
+  for (int id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+TEST(TokenizeCli, PrintsIdsOnOneLineAndPiecesWithDetok) {
+  auto r = run_mtp("tokenize -m models/example.gguf -p 'Hello world<|im_start|>'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
+  const auto ids = parse_ids(r.output);
+  ASSERT_FALSE(ids.empty());
+  auto d = run_mtp("tokenize --detok -m models/example.gguf -p 'Hello world<|im_start|>'");
+  ASSERT_EQ(d.exit_code, 0);
+  EXPECT_NE(d.output.find("\t\"<|im_start|>\""), std::string::npos) << d.output;  // a control token, matched
+  EXPECT_EQ(static_cast<size_t>(std::count(d.output.begin(), d.output.end(), '\n')), ids.size());
+  EXPECT_EQ(run_mtp("tokenize -m models/example.gguf").exit_code, 2);
+  EXPECT_EQ(run_mtp("tokenize -m /nonexistent.gguf -p x").exit_code, 1);
+}
+
+TEST(RunCli, GeneratesNTokensAndDumpsEveryPositionsLogits) {
+  testing::TempDir dir;
+  const std::string prompt = "'The quick brown fox'";
+  const auto n_prompt = parse_ids(run_mtp("tokenize -m models/example.gguf -p " + prompt).output).size();
+  ASSERT_GT(n_prompt, 0u);
+  const int n = 12;
+  auto r = run_mtp("run -m models/example.gguf -p " + prompt + " -n 12 --ignore-eos -t 1 --dump-logits " +
+                       dir.file("logits.bin"),
+                   true);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("generation: 12 tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tok/s"), std::string::npos) << r.output;
+  const auto bytes = testing::read_bytes(dir.file("logits.bin"));
+  EXPECT_EQ(bytes.size(), (n_prompt + n) * kExampleVocab * sizeof(float));
+}
+
+TEST(RunCli, GreedyAndSeededSamplingAreDeterministic) {
+  testing::TempDir dir;
+  const std::string base = "run -m models/example.gguf -p 'Once upon a time' -n 16 --ignore-eos ";
+  auto g1 = run_mtp(base + "--dump-logits " + dir.file("a.bin"));
+  auto g2 = run_mtp(base + "-t 2 --dump-logits " + dir.file("b.bin"));
+  ASSERT_EQ(g1.exit_code, 0);
+  EXPECT_EQ(g1.output, g2.output);
+  EXPECT_EQ(testing::read_bytes(dir.file("a.bin")), testing::read_bytes(dir.file("b.bin")));
+  const std::string sampled = base + "--temp 0.9 --top-k 50 --top-p 0.9 --seed 7";
+  auto s1 = run_mtp(sampled), s2 = run_mtp(sampled);
+  ASSERT_EQ(s1.exit_code, 0);
+  EXPECT_EQ(s1.output, s2.output);
+  EXPECT_FALSE(s1.output.empty());
+}
+
+TEST(RunCli, UsageAndRuntimeErrors) {
+  EXPECT_EQ(run_mtp("run --help").exit_code, 0);
+  EXPECT_EQ(run_mtp("tokenize --help").exit_code, 0);
+  EXPECT_EQ(run_mtp("run -p hi").exit_code, 2);                                   // no model
+  EXPECT_EQ(run_mtp("run -m models/example.gguf -p hi -n -1").exit_code, 2);      // bad count
+  EXPECT_EQ(run_mtp("run -m models/example.gguf -p hi --top-p 0").exit_code, 2);  // bad top-p
+  auto missing = run_mtp("run -m /nonexistent.gguf -p hi", true);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("mtp run: "), std::string::npos) << missing.output;
+  auto arch = run_mtp("run -m tests/gguf/data/ggml_tiny.gguf -p hi", true);
+  EXPECT_EQ(arch.exit_code, 1);
+  EXPECT_NE(arch.output.find("expected 'qwen35moe'"), std::string::npos) << arch.output;
+}
+
+}  // namespace
+}  // namespace mtp
