@@ -10,7 +10,6 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint64_t kMaxStringLength = uint64_t{1} << 30;
 constexpr uint64_t kMaxArrayCount = uint64_t{1} << 30;
-constexpr uint64_t kMaxAlignment = uint64_t{1} << 30;
 constexpr int kMaxArrayDepth = 8;
 // Smallest possible records, used to refuse counts the remaining bytes cannot hold before allocating for
 // them.
@@ -229,8 +228,8 @@ class GgufParser {
     if (v == nullptr) return Status::Ok();
     auto a = v->get<uint32_t>();
     if (!a) return corrupt("general.alignment has type ", value_type_name(v->type()), ", expected u32");
-    if (!is_power_of_two(*a) || *a > kMaxAlignment) {
-      return corrupt("general.alignment is ", *a, ", not a power of two up to 2^30");
+    if (!is_power_of_two(*a) || *a > kGgufMaxAlignment) {
+      return corrupt("general.alignment is ", *a, ", not a power of two up to ", kGgufMaxAlignment);
     }
     f.alignment_ = *a;
     return Status::Ok();

@@ -25,8 +25,9 @@ Expected<uint64_t> alignment_of(const Metadata& md) {
   const Value* v = md.find("general.alignment");
   if (v == nullptr) return kGgufDefaultAlignment;
   auto a = v->get<uint32_t>();
-  if (!a || *a == 0 || (*a & (*a - 1)) != 0) {
-    return invalid_argument("general.alignment must be a u32 power of two, got ", v->to_display());
+  if (!a || *a == 0 || (*a & (*a - 1)) != 0 || *a > kGgufMaxAlignment) {
+    return invalid_argument("general.alignment must be a u32 power of two up to ", kGgufMaxAlignment, ", got ",
+                            v->to_display());
   }
   return static_cast<uint64_t>(*a);
 }

@@ -195,20 +195,15 @@ TEST(GgufCorrupt, OverlappingTensorsAreRejected) {
 }
 
 TEST(GgufCorrupt, BadAlignmentKeyIsRejected) {
-  for (auto v : {Value::scalar<uint32_t>(0), Value::scalar<uint32_t>(48), Value::scalar<uint64_t>(32)}) {
-    Metadata md;
-    md.set("general.alignment", v);
-    auto index = encode_gguf_index(Metadata{}, {});
-    // Build the bytes by hand through the encoder of a valid alignment, then patch the value.
-    Metadata ok;
-    ok.set("general.alignment", Value::scalar<uint32_t>(32));
-    auto bytes = *encode_gguf_index(ok, {});
-    std::vector<uint8_t> patched(bytes.begin(), bytes.begin() + 24 + 8 + 17);
-    std::vector<uint8_t> tail;
-    tail.push_back(static_cast<uint8_t>(v.type()));
-    tail.insert(tail.end(), {0, 0, 0});
-    v.encode(tail);
-    patched.insert(patched.end(), tail.begin(), tail.end());
+  // A valid one-key file (header 24 bytes, key "general.alignment" 8 + 17 bytes) with its value swapped out.
+  Metadata ok;
+  ok.set("general.alignment", Value::scalar<uint32_t>(32));
+  const auto valid = *encode_gguf_index(ok, {});
+  for (const Value& v : {Value::scalar<uint32_t>(0), Value::scalar<uint32_t>(48), Value::scalar<uint64_t>(32),
+                         Value::scalar<uint32_t>(1u << 30)}) {
+    std::vector<uint8_t> patched(valid.begin(), valid.begin() + 24 + 8 + 17);
+    patched.insert(patched.end(), {static_cast<uint8_t>(v.type()), 0, 0, 0});
+    v.encode(patched);
     auto f = parse_copy(patched);
     ASSERT_FALSE(f.ok()) << v.to_display();
     EXPECT_NE(f.status().message().find("general.alignment"), std::string::npos) << f.status().message();

@@ -20,6 +20,9 @@
 namespace mtp {
 
 inline constexpr uint64_t kGgufDefaultAlignment = 32;
+// Larger alignments are refused: files in the wild use 32 to 4096, and a hostile value would make every
+// tensor's padding (and a writer's index) as large as the alignment.
+inline constexpr uint64_t kGgufMaxAlignment = uint64_t{1} << 20;
 inline constexpr size_t kGgufMaxNameLength = 63;  // ggml's GGML_MAX_NAME (64) includes the NUL
 inline constexpr int kGgufMaxDims = 4;
 

@@ -1,0 +1,234 @@
+// Matmul benchmark: STREAM-style copy bandwidth, decode-sized products (1..8 rows) against the memory
+// bandwidth, the cost of extra rows relative to one row, and prompt-sized GMAC/s.
+//
+//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avx512] [--no-head] [--pool-mb N]
+//
+// Weights are replicated into a pool of distinct copies larger than the last-level cache (default 1024 MB)
+// and each call uses the next copy, so decode timings read weights from DRAM as a real model would.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <time.h>
+
+#include "base/thread_pool.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "quant/quantize.h"
+
+namespace {
+
+using namespace mtp;
+using Clock = std::chrono::steady_clock;
+
+// CPU time of the calling thread: on a shared machine it shows the single-thread cost without the time spent
+// descheduled.
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// STREAM "copy": b = a over n floats, split among the pool's threads. Returns GB/s counting read + write.
+double stream_copy(ThreadPool* pool, int64_t n_floats) {
+  std::vector<float> a(static_cast<size_t>(n_floats), 1.0f), b(static_cast<size_t>(n_floats), 0.0f);
+  const int n_threads = pool != nullptr ? pool->size() : 1;
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    auto body = [&](size_t t, int) {
+      const int64_t chunk = n_floats / n_threads;
+      const int64_t begin = static_cast<int64_t>(t) * chunk;
+      const int64_t end = t + 1 == static_cast<size_t>(n_threads) ? n_floats : begin + chunk;
+      std::memcpy(b.data() + begin, a.data() + begin, static_cast<size_t>(end - begin) * 4);
+    };
+    if (pool != nullptr) {
+      pool->parallel_for(static_cast<size_t>(n_threads), body);
+    } else {
+      body(0, 0);
+    }
+    best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * static_cast<double>(n_floats) * 4 / best / 1e9;
+}
+
+std::vector<float> gaussian(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = g(rng);
+  return v;
+}
+
+// n_copies distinct copies of one quantized matrix, back to back.
+struct WeightPool {
+  GgmlType type;
+  int64_t n_in, n_out, bytes_per_matrix, n_copies;
+  std::vector<uint8_t> data;
+  kernels::MatrixView view(int64_t i) const {
+    return kernels::MatrixView::contiguous(type, data.data() + (i % n_copies) * bytes_per_matrix, n_in,
+                                           n_out);
+  }
+};
+
+WeightPool make_pool(GgmlType type, int64_t n_in, int64_t n_out, int64_t pool_bytes, ThreadPool* tp) {
+  WeightPool p{type, n_in, n_out, row_size(type, n_in) * n_out, 1, {}};
+  p.n_copies = std::max<int64_t>(1, pool_bytes / p.bytes_per_matrix);
+  // Quantize a 64-row stripe once and tile it: the bytes matter only for timing.
+  const int64_t stripe_rows = std::min<int64_t>(64, n_out);
+  const std::vector<float> src = gaussian(stripe_rows * n_in, 1);
+  std::vector<uint8_t> stripe(static_cast<size_t>(row_size(type, n_in) * stripe_rows));
+  Status s = quantize_tensor(tp, type, src.data(), stripe.data(), stripe_rows, n_in);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    std::exit(1);
+  }
+  p.data.resize(static_cast<size_t>(p.bytes_per_matrix * p.n_copies));
+  for (size_t off = 0; off < p.data.size(); off += stripe.size()) {
+    std::memcpy(p.data.data() + off, stripe.data(), std::min(stripe.size(), p.data.size() - off));
+  }
+  return p;
+}
+
+// Seconds per matmul call: median wall time and median thread CPU time of `iters` calls, each on the next
+// weight copy.
+struct Timing {
+  double wall, cpu;
+};
+
+Timing time_matmul(const WeightPool& wp, const kernels::PreparedActivations& acts, ThreadPool* tp, int iters,
+                   int64_t* next) {
+  std::vector<float> y(static_cast<size_t>(acts.n_rows() * wp.n_out));
+  std::vector<double> t, c;
+  for (int i = 0; i < iters; ++i) {
+    const double c0 = thread_cpu_seconds();
+    const auto t0 = Clock::now();
+    kernels::matmul(wp.view((*next)++), acts, y.data(), wp.n_out, tp);
+    t.push_back(seconds_since(t0));
+    c.push_back(thread_cpu_seconds() - c0);
+  }
+  std::sort(t.begin(), t.end());
+  std::sort(c.begin(), c.end());
+  return {t[t.size() / 2], c[c.size() / 2]};
+}
+
+void bench_shape(GgmlType type, int64_t n_in, int64_t n_out, int64_t pool_bytes, ThreadPool* tp2, double bw1,
+                 double bw2, int iters) {
+  const WeightPool wp = make_pool(type, n_in, n_out, pool_bytes, tp2);
+  const std::vector<float> x = gaussian(512 * n_in, 2);
+  std::printf("\n%s  n_in=%lld n_out=%lld  (%.2f MB per matrix, %lld copies)\n",
+              std::string(type_name(type)).c_str(), static_cast<long long>(n_in),
+              static_cast<long long>(n_out), wp.bytes_per_matrix / 1e6, static_cast<long long>(wp.n_copies));
+  std::printf("  rows | thr | wall us  | GB/s w  | %%copy | x 1row | cpu us (1 thr) | x 1row\n");
+  int64_t next = 0;
+  kernels::PreparedActivations acts;
+  for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), tp2}) {
+    const int thr = tp != nullptr ? tp->size() : 1;
+    const double bw = thr == 1 ? bw1 : bw2;
+    Timing t1{};
+    for (int64_t rows : {1, 2, 3, 4, 5, 8}) {
+      acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
+      const Timing t = time_matmul(wp, acts, tp, iters, &next);
+      if (rows == 1) t1 = t;
+      const double gbs = wp.bytes_per_matrix / t.wall / 1e9;
+      std::printf("  %4lld | %3d | %8.1f | %7.2f | %5.1f | %5.2f", static_cast<long long>(rows), thr,
+                  t.wall * 1e6, gbs, 100.0 * gbs / bw, t.wall / t1.wall);
+      if (thr == 1) std::printf(" | %14.1f | %5.2f", t.cpu * 1e6, t.cpu / t1.cpu);
+      std::printf("\n");
+    }
+  }
+}
+
+void bench_gemm(GgmlType type, int64_t n_in, int64_t n_out, ThreadPool* tp2) {
+  const WeightPool wp = make_pool(type, n_in, n_out, 0, tp2);
+  const std::vector<float> x = gaussian(512 * n_in, 3);
+  kernels::PreparedActivations acts;
+  std::printf("  %-7s %5lldx%-5lld", std::string(type_name(type)).c_str(), static_cast<long long>(n_in),
+              static_cast<long long>(n_out));
+  for (int64_t rows : {64, 256, 512}) {
+    const auto tp0 = Clock::now();
+    acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in, tp2);
+    const double tprep = seconds_since(tp0);
+    for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), tp2}) {
+      int64_t next = 0;
+      const Timing tm = time_matmul(wp, acts, tp, 5, &next);
+      const double t = tp != nullptr ? tm.wall : tm.cpu;
+      std::printf(" | %3lld r %dt %6.1f", static_cast<long long>(rows), tp ? tp->size() : 1,
+                  static_cast<double>(rows) * n_in * n_out / t / 1e9);
+    }
+    std::printf(" (prep %.0f us)", tprep * 1e6);
+  }
+  std::printf("  GMAC/s (1t: thread CPU time, 2t: wall)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::Q4_K, GgmlType::Q6_K};
+  bool head = true;
+  int64_t pool_mb = 1024;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-head") {
+      head = false;
+    } else if (a == "--types" && i + 1 < argc) {
+      types.clear();
+      std::string list = argv[++i];
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        const auto t = type_from_name(list.substr(pos, comma - pos));
+        if (!t) {
+          std::fprintf(stderr, "unknown type %s\n", list.substr(pos, comma - pos).c_str());
+          return 2;
+        }
+        types.push_back(*t);
+        pos = comma + 1;
+      }
+    } else if (a == "--isa" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      const kernels::Isa isa = v == "scalar" ? kernels::Isa::kScalar
+                               : v == "avx2" ? kernels::Isa::kAvx2
+                                             : kernels::Isa::kAvx512;
+      if (!kernels::set_active_isa(isa)) {
+        std::fprintf(stderr, "this CPU cannot run %s\n", v.c_str());
+        return 2;
+      }
+    } else if (a == "--pool-mb" && i + 1 < argc) {
+      pool_mb = std::stoll(argv[++i]);
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avx512] [--no-head] [--pool-mb N]\n");
+      return 2;
+    }
+  }
+  ThreadPool tp2(2);
+  std::printf("kernels_bench: isa %s (best %s)\n", kernels::isa_name(kernels::active_isa()),
+              kernels::isa_name(kernels::best_isa()));
+  const int64_t n_stream = 128ll << 20;  // 512 MB per array
+  const double bw1 = stream_copy(nullptr, n_stream);
+  const double bw2 = stream_copy(&tp2, n_stream);
+  std::printf("STREAM copy (read+write, 2 x 512 MB): 1 thread %.2f GB/s, 2 threads %.2f GB/s\n", bw1, bw2);
+
+  const int64_t pool_bytes = pool_mb << 20;
+  for (GgmlType t : types) {
+    bench_shape(t, 2048, 512, pool_bytes, &tp2, bw1, bw2, 200);
+    bench_shape(t, 512, 2048, pool_bytes, &tp2, bw1, bw2, 200);
+    if (head) bench_shape(t, 2048, 248320, pool_bytes, &tp2, bw1, bw2, 3);
+  }
+  std::printf("\nPrompt-sized batches (one 2048x512 / 512x2048 matrix, weights cache-resident):\n");
+  for (GgmlType t : types) {
+    bench_gemm(t, 2048, 512, &tp2);
+    bench_gemm(t, 512, 2048, &tp2);
+  }
+  return 0;
+}

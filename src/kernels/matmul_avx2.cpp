@@ -1,0 +1,326 @@
+// AVX2 + FMA + F16C kernels: one weight row against up to 4 activation rows, 32 elements per step.
+//
+// Integer products use the sign trick (vpmaddubsw cannot saturate with |w| <= 128 and |q| <= 127): per
+// 32-bit lane, madd(maddubs(|w|, sign(q, w)), 1) = sum_4 q w exactly. Lanes are converted to float (exact,
+// bounds in matmul_avx512.cpp; here a lane sums 8 chunks of 4 products per super-block, still below 2^24)
+// and scaled. Each (weight row, activation row) pair runs the same instruction sequence whatever the number
+// of rows in the call.
+#include <cstring>
+
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+
+#if MTP_HAVE_X86_SIMD
+// GCC 12's AVX-512 headers build "undefined" vectors as `__m512 __Y = __Y;`, which -Wuninitialized reports at
+// every inlined use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace mtp::kernels::detail {
+
+#if MTP_HAVE_X86_SIMD
+namespace {
+
+#define T2 MTP_TARGET_AVX2
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+T2 inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+T2 inline __m256i loadu256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Exact sum_4 q w per 32-bit lane; aw = |w| precomputed per weight vector.
+T2 inline __m256i idot(__m256i aw, __m256i w, __m256i q) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(q, w)), _mm256_set1_epi16(1));
+}
+
+T2 inline float hsum256(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// 16 bytes of nibble pairs -> 32 int8 through a 16-entry table: [lo(bytes), hi(bytes)].
+T2 inline __m256i nibbles32(__m128i v, const int8_t* table) {
+  const __m256i z = _mm256_and_si256(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1), _mm256_set1_epi8(0x0F));
+  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  return _mm256_shuffle_epi8(t, z);
+}
+
+constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+// ---- 32-element block types with Q8_0 activations ----
+
+struct DecQ8_0 {
+  static constexpr int kBytes = sizeof(BlockQ8_0);
+  T2 static __m256i vals(const uint8_t* blk) { return loadu256(blk + 2); }
+};
+
+template <const int8_t* kTable>
+struct DecNibble32 {
+  static constexpr int kBytes = sizeof(BlockQ4_0);
+  T2 static __m256i vals(const uint8_t* blk) {
+    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), kTable);
+  }
+};
+
+template <class Dec, int NR>
+T2 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < l.nb; ++b) {
+    const uint8_t* blk = w + b * Dec::kBytes;
+    const __m256i v = Dec::vals(blk);
+    const __m256i av = _mm256_sign_epi8(v, v);
+    const __m256 wd = _mm256_set1_ps(h2f(load_u16(blk)));
+    for (int r = 0; r < NR; ++r) {
+      const __m256i p = idot(av, v, loadu256(x[r] + 32 * b));
+      const __m256 s = _mm256_mul_ps(wd, _mm256_loadu_ps(act_dexp(x[r], l) + 8 * b));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = hsum256(acc[r]);
+}
+
+// ---- 256-element super-block types with Q8_K activations; chunk j = elements 32j .. 32j+31 ----
+
+struct DecIQ4_XS {
+  static constexpr int kBytes = sizeof(BlockIQ4_XS);
+  static constexpr bool kHasMin = false;
+  const uint8_t* qs;
+  float d, dmin = 0.0f;
+  float ls[8];
+  __m256i mins16 = {};
+  T2 explicit DecIQ4_XS(const uint8_t* blk) {
+    const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    qs = b->qs;
+    d = h2f(b->d);
+    const unsigned sh = b->scales_h;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int v = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4);
+      ls[ib] = static_cast<float>(v - 32);
+    }
+  }
+  T2 __m256i vals(int j) const {
+    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * j)), kIq4nlValues);
+  }
+  T2 __m256 scales(int j) const { return _mm256_set1_ps(ls[j]); }
+};
+
+template <bool kFive>
+struct DecQ45_K {
+  static constexpr int kBytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  static constexpr bool kHasMin = true;
+  const uint8_t* qs;
+  const uint8_t* qh;
+  float d, dmin;
+  float sc[8];
+  __m256i mins16;
+  T2 explicit DecQ45_K(const uint8_t* blk) {
+    d = h2f(load_u16(blk));
+    dmin = h2f(load_u16(blk + 2));
+    const uint8_t* s = blk + 4;
+    qh = blk + 16;
+    qs = kFive ? blk + 48 : blk + 16;
+    alignas(32) int16_t m16[16];
+    for (int j = 0; j < 8; ++j) {
+      int scj, mj;
+      if (j < 4) {
+        scj = s[j] & 63;
+        mj = s[j + 4] & 63;
+      } else {
+        scj = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        mj = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      }
+      sc[j] = static_cast<float>(scj);
+      m16[2 * j] = m16[2 * j + 1] = static_cast<int16_t>(mj);
+    }
+    mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m16));
+  }
+  T2 __m256i vals(int j) const {
+    const __m256i t = loadu256(qs + 32 * (j >> 1));
+    __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(t, 4) : t, _mm256_set1_epi8(0x0F));
+    if (kFive) {
+      const __m256i h = _mm256_srl_epi16(loadu256(qh), _mm_cvtsi32_si128(j));
+      v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
+    }
+    return v;
+  }
+  T2 __m256 scales(int j) const { return _mm256_set1_ps(sc[j]); }
+};
+
+struct DecQ6_K {
+  static constexpr int kBytes = sizeof(BlockQ6_K);
+  static constexpr bool kHasMin = false;
+  const BlockQ6_K* b;
+  float d, dmin = 0.0f;
+  __m256i mins16 = {};
+  T2 explicit DecQ6_K(const uint8_t* blk) : b(reinterpret_cast<const BlockQ6_K*>(blk)) { d = h2f(b->d); }
+  T2 __m256i vals(int j) const {
+    const int h = j >> 2, i = j & 3;
+    const __m256i ql = loadu256(b->ql + 64 * h + 32 * (i & 1));
+    const __m256i low = _mm256_and_si256(i >= 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(loadu256(b->qh + 32 * h), _mm_cvtsi32_si128(2 * i)),
+                                        _mm256_set1_epi8(3));
+    return _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
+  }
+  T2 __m256 scales(int j) const {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(b->scales[2 * j])),
+                                _mm_set1_ps(b->scales[2 * j + 1]), 1);
+  }
+};
+
+template <class Dec, int NR>
+T2 void q8_k_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  __m256 acc[NR], accm[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const Dec dec(w + sb * Dec::kBytes);
+    __m256 part[NR];
+    for (int r = 0; r < NR; ++r) part[r] = _mm256_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v = dec.vals(j);
+      const __m256i av = _mm256_sign_epi8(v, v);
+      const __m256 sc = dec.scales(j);
+      for (int r = 0; r < NR; ++r) {
+        const __m256i p = idot(av, v, loadu256(x[r] + 256 * sb + 32 * j));
+        part[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, part[r]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const float xd = act_d(x[r], l)[sb];
+      acc[r] = _mm256_fmadd_ps(part[r], _mm256_set1_ps(dec.d * xd), acc[r]);
+      if constexpr (Dec::kHasMin) {
+        const __m256 mm =
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(loadu256(act_bsums(x[r], l) + 16 * sb), dec.mins16));
+        accm[r] = _mm256_fmadd_ps(mm, _mm256_set1_ps(dec.dmin * xd), accm[r]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = Dec::kHasMin ? hsum256(acc[r]) - hsum256(accm[r]) : hsum256(acc[r]);
+}
+
+// ---- float weights with f32 activations (zero-padded to 16) ----
+
+enum class FKind { kF32, kF16, kBF16 };
+
+template <FKind kKind>
+T2 inline __m256 load_w8(const uint8_t* w, int64_t i, int64_t n) {
+  const int64_t left = n - i;
+  if constexpr (kKind == FKind::kF32) {
+    if (left >= 8) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    if (left <= 0) return _mm256_setzero_ps();
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(reinterpret_cast<const float*>(w) + i, m);
+  } else {
+    __m128i h;
+    if (left >= 8) {
+      h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i));
+    } else {
+      alignas(16) uint16_t tmp[8] = {};
+      if (left > 0) std::memcpy(tmp, w + 2 * i, static_cast<size_t>(left) * 2);
+      h = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
+    }
+    if constexpr (kKind == FKind::kF16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <FKind kKind, int NR>
+T2 void float_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < 2 * l.nb; ++c) {
+    const __m256 wv = load_w8<kKind>(w, 8 * c, l.n_in);
+    for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(act_f32(x[r]) + 8 * c), acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r] = hsum256(acc[r]);
+}
+
+template <class Dec>
+void q8_0_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return q8_0_family<Dec, 1>(w, x, l, out);
+    case 2:
+      return q8_0_family<Dec, 2>(w, x, l, out);
+    case 3:
+      return q8_0_family<Dec, 3>(w, x, l, out);
+    default:
+      return q8_0_family<Dec, 4>(w, x, l, out);
+  }
+}
+
+template <class Dec>
+void q8_k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return q8_k_family<Dec, 1>(w, x, l, out);
+    case 2:
+      return q8_k_family<Dec, 2>(w, x, l, out);
+    case 3:
+      return q8_k_family<Dec, 3>(w, x, l, out);
+    default:
+      return q8_k_family<Dec, 4>(w, x, l, out);
+  }
+}
+
+template <FKind kKind>
+void float_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return float_family<kKind, 1>(w, x, l, out);
+    case 2:
+      return float_family<kKind, 2>(w, x, l, out);
+    case 3:
+      return float_family<kKind, 3>(w, x, l, out);
+    default:
+      return float_family<kKind, 4>(w, x, l, out);
+  }
+}
+
+KernelSet make_set() {
+  KernelSet s;
+  s.tile_rows = 4;
+  s.dot[static_cast<int>(GgmlType::F32)] = float_rows<FKind::kF32>;
+  s.dot[static_cast<int>(GgmlType::F16)] = float_rows<FKind::kF16>;
+  s.dot[static_cast<int>(GgmlType::BF16)] = float_rows<FKind::kBF16>;
+  s.dot[static_cast<int>(GgmlType::Q8_0)] = q8_0_rows<DecQ8_0>;
+  s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
+  s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
+  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = q8_k_rows<DecIQ4_XS>;
+  return s;
+}
+
+}  // namespace
+
+const KernelSet& avx2_kernels() {
+  static const KernelSet set = make_set();
+  return set;
+}
+
+#else
+
+const KernelSet& avx2_kernels() {
+  static const KernelSet set;
+  return set;
+}
+
+#endif
+
+}  // namespace mtp::kernels::detail

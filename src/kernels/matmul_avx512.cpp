@@ -1,0 +1,415 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels: one weight row against up to 8 activation rows.
+//
+// Integer products use vpdpbusd (u8 x s8). The activations are stored offset by 128 (u = q + 128, unsigned)
+// and the weights decoded to signed int8 w, so per 32-bit lane dpbusd gives sum_4 (q + 128) w; starting the
+// accumulation from corr = -128 sum_4 w (computed once per weight vector, also with dpbusd) makes every lane
+// the exact sum_4 q w. Lanes are converted to float (exact: they stay below 2^24, see the bounds below) and
+// scaled. Each (weight row, activation row) pair runs the same instruction sequence whatever the number of
+// rows in the call, so the result of a pair does not depend on the batch.
+#include <cstring>
+
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+
+#if MTP_HAVE_X86_SIMD
+// GCC 12's AVX-512 headers build "undefined" vectors as `__m512 __Y = __Y;`, which -Wuninitialized reports at
+// every inlined use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace mtp::kernels::detail {
+
+#if MTP_HAVE_X86_SIMD
+namespace {
+
+#define T512 MTP_TARGET_AVX512
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+T512 inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+// -128 * (sum of the 4 bytes of w) per 32-bit lane.
+T512 inline __m512i corr_of(__m512i w) {
+  const __m512i c = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), w);
+  return _mm512_sub_epi32(_mm512_setzero_si512(), c);
+}
+
+T512 inline __m512 two_halves(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
+}
+
+T512 inline float hsum256(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+T512 inline float hsum512(__m512 v) {
+  return hsum256(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+// 32 bytes of nibble pairs (two 16-byte groups, byte j: element j low, element j + 16 high) -> 64 int8 values
+// through a 16-entry table: [lo(g0), hi(g0), lo(g1), hi(g1)].
+T512 inline __m512i nibbles64(__m256i t, __m512i table) {
+  __m512i z = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(t));
+  z = _mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+  return _mm512_shuffle_epi8(table, _mm512_and_si512(z, _mm512_set1_epi8(0x0F)));
+}
+
+T512 inline __m512i table_of(const int8_t* t16) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t16)));
+}
+
+constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+// ---- 32-element block types, dotted with Q8_0 activations ----
+// vals2: blocks b and b+1 -> 64 int8; vals1: block b in the low half, zeros above.
+
+struct DecQ8_0 {
+  static constexpr int kBytes = sizeof(BlockQ8_0);
+  T512 static __m512i vals2(const uint8_t* blk) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBytes + 2));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+  }
+  T512 static __m512i vals1(const uint8_t* blk) {
+    return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
+  }
+};
+
+template <const int8_t* kTable>
+struct DecNibble32 {  // Q4_0, IQ4_NL
+  static constexpr int kBytes = sizeof(BlockQ4_0);
+  T512 static __m512i vals2(const uint8_t* blk) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + 2));
+    return nibbles64(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), table_of(kTable));
+  }
+  T512 static __m512i vals1(const uint8_t* blk) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m256i z = _mm256_and_si256(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_srli_epi16(a, 4), 1), _mm256_set1_epi8(0x0F));
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
+    return _mm512_zextsi256_si512(_mm256_shuffle_epi8(t, z));
+  }
+};
+
+// Lane bound: |sum_4 q w| <= 4 * 127 * 127 < 2^16, exact in float; the block scale is applied in float.
+template <class Dec, int NR>
+T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t nb = l.nb;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* blk = w + b * Dec::kBytes;
+    const __m512i v = Dec::vals2(blk);
+    const __m512 wd = two_halves(h2f(load_u16(blk)), h2f(load_u16(blk + Dec::kBytes)));
+    const __m512i corr = corr_of(v);
+    for (int r = 0; r < NR; ++r) {
+      const __m512i p = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x[r] + 32 * b), v);
+      const __m512 s = _mm512_mul_ps(wd, _mm512_loadu_ps(act_dexp(x[r], l) + 8 * b));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
+    }
+  }
+  if (b < nb) {
+    const uint8_t* blk = w + b * Dec::kBytes;
+    const __m512i v = Dec::vals1(blk);
+    const __m512 wd = _mm512_zextps256_ps512(_mm256_set1_ps(h2f(load_u16(blk))));
+    const __m512i corr = corr_of(v);
+    for (int r = 0; r < NR; ++r) {
+      const __m512i xv =
+          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + 32 * b)));
+      const __m512i p = _mm512_dpbusd_epi32(corr, xv, v);
+      const __m512 s = _mm512_mul_ps(wd, _mm512_zextps256_ps512(_mm256_loadu_ps(act_dexp(x[r], l) + 8 * b)));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = hsum512(acc[r]);
+}
+
+// ---- 256-element super-block types, dotted with Q8_K activations ----
+// A decoder gives, for chunk k = 0..3 (elements 64k .. 64k+63): vals(k) as int8, and scales(k), the integer
+// sub-block scale of each lane as float. Per lane and super-block, sum_k |lane_k| * |scale| stays below 2^24
+// (IQ4_XS: 4 * 4*127*127 * 32; Q6_K: 4 * 4*32*127 * 128; Q5_K: 4 * 4*31*127 * 63), so the per-super-block
+// partial sums are exact integers; d_w * d_x is applied once per super-block.
+
+struct DecIQ4_XS {
+  static constexpr int kBytes = sizeof(BlockIQ4_XS);
+  static constexpr bool kHasMin = false;
+  const uint8_t* qs;
+  float d;
+  float ls[8];
+  T512 explicit DecIQ4_XS(const uint8_t* blk) {
+    const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    qs = b->qs;
+    d = h2f(b->d);
+    const unsigned sh = b->scales_h;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int v = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4);
+      ls[ib] = static_cast<float>(v - 32);
+    }
+  }
+  T512 __m512i vals(int k) const {
+    return nibbles64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k)),
+                     table_of(kIq4nlValues));
+  }
+  T512 __m512 scales(int k) const { return two_halves(ls[2 * k], ls[2 * k + 1]); }
+  float dmin = 0.0f;
+  __m256i mins16 = {};
+};
+
+template <bool kFive>
+struct DecQ45_K {
+  static constexpr int kBytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  static constexpr bool kHasMin = true;
+  const uint8_t* qs;
+  const uint8_t* qh;
+  float d, dmin;
+  float sc[8];
+  __m256i mins16;  // int16 m_j twice each, to pair with the 16 bsums
+  T512 explicit DecQ45_K(const uint8_t* blk) {
+    d = h2f(load_u16(blk));
+    dmin = h2f(load_u16(blk + 2));
+    const uint8_t* s = blk + 4;
+    qh = blk + 16;
+    qs = kFive ? blk + 48 : blk + 16;
+    alignas(32) int16_t m16[16];
+    for (int j = 0; j < 8; ++j) {
+      int scj, mj;
+      if (j < 4) {
+        scj = s[j] & 63;
+        mj = s[j + 4] & 63;
+      } else {
+        scj = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        mj = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      }
+      sc[j] = static_cast<float>(scj);
+      m16[2 * j] = m16[2 * j + 1] = static_cast<int16_t>(mj);
+    }
+    mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m16));
+  }
+  T512 __m512i vals(int k) const {
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+    __m512i z = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1),
+                                 _mm512_set1_epi8(0x0F));
+    if (kFive) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+      const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * k)),
+                                            _mm256_set1_epi16(static_cast<int16_t>(2 * k + 1)), 1);
+      hz = _mm512_and_si512(_mm512_srlv_epi16(hz, sh), _mm512_set1_epi8(1));
+      z = _mm512_or_si512(z, _mm512_slli_epi16(hz, 4));
+    }
+    return z;
+  }
+  T512 __m512 scales(int k) const { return two_halves(sc[2 * k], sc[2 * k + 1]); }
+};
+
+struct DecQ6_K {
+  static constexpr int kBytes = sizeof(BlockQ6_K);
+  static constexpr bool kHasMin = false;
+  const BlockQ6_K* b;
+  float d;
+  __m512 scf;  // the 16 sub-block scales
+  T512 explicit DecQ6_K(const uint8_t* blk) : b(reinterpret_cast<const BlockQ6_K*>(blk)) {
+    d = h2f(b->d);
+    scf = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales))));
+  }
+  T512 __m512i vals(int k) const {
+    const int h = k >> 1;
+    const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
+    const int s0 = (k & 1) ? 4 : 0;
+    const __m512i low = _mm512_and_si512((k & 1) ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(s0)),
+                                          _mm256_set1_epi16(static_cast<int16_t>(s0 + 2)), 1);
+    __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+    hz = _mm512_and_si512(_mm512_srlv_epi16(hz, sh), _mm512_set1_epi8(3));
+    return _mm512_sub_epi8(_mm512_or_si512(low, _mm512_slli_epi16(hz, 4)), _mm512_set1_epi8(32));
+  }
+  T512 __m512 scales(int k) const {
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                         _mm512_set1_epi32(4 * k));
+    return _mm512_permutexvar_ps(idx, scf);
+  }
+  float dmin = 0.0f;
+  __m256i mins16 = {};
+};
+
+template <class Dec, int NR>
+T512 void q8_k_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  __m512 acc[NR];
+  __m256 accm[NR];
+  for (int r = 0; r < NR; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    accm[r] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const Dec dec(w + sb * Dec::kBytes);
+    __m512 part[NR];
+    for (int r = 0; r < NR; ++r) part[r] = _mm512_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = dec.vals(k);
+      const __m512 sc = dec.scales(k);
+      const __m512i corr = corr_of(v);
+      for (int r = 0; r < NR; ++r) {
+        const __m512i p = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x[r] + 256 * sb + 64 * k), v);
+        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, part[r]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const float xd = act_d(x[r], l)[sb];
+      acc[r] = _mm512_fmadd_ps(part[r], _mm512_set1_ps(dec.d * xd), acc[r]);
+      if constexpr (Dec::kHasMin) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_bsums(x[r], l) + 16 * sb));
+        const __m256 mm = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, dec.mins16));
+        accm[r] = _mm256_fmadd_ps(mm, _mm256_set1_ps(dec.dmin * xd), accm[r]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    out[r] = Dec::kHasMin ? hsum512(acc[r]) - hsum256(accm[r]) : hsum512(acc[r]);
+  }
+}
+
+// ---- float weights with f32 activations (zero-padded to 16) ----
+
+enum class FKind { kF32, kF16, kBF16 };
+
+template <FKind kKind>
+T512 inline __m512 load_w16(const uint8_t* w, int64_t i, __mmask16 m) {
+  if constexpr (kKind == FKind::kF32) {
+    return _mm512_maskz_loadu_ps(m, w + 4 * i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, w + 2 * i);
+    if constexpr (kKind == FKind::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <FKind kKind, int NR>
+T512 void float_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < l.nb; ++c) {
+    const int64_t left = l.n_in - 16 * c;
+    const __mmask16 m =
+        left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const __m512 wv = load_w16<kKind>(w, 16 * c, m);
+    for (int r = 0; r < NR; ++r)
+      acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(act_f32(x[r]) + 16 * c), acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r] = hsum512(acc[r]);
+}
+
+// ---- dispatch on the number of rows ----
+
+template <class Dec>
+void q8_0_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return q8_0_family<Dec, 1>(w, x, l, out);
+    case 2:
+      return q8_0_family<Dec, 2>(w, x, l, out);
+    case 3:
+      return q8_0_family<Dec, 3>(w, x, l, out);
+    case 4:
+      return q8_0_family<Dec, 4>(w, x, l, out);
+    case 5:
+      return q8_0_family<Dec, 5>(w, x, l, out);
+    case 6:
+      return q8_0_family<Dec, 6>(w, x, l, out);
+    case 7:
+      return q8_0_family<Dec, 7>(w, x, l, out);
+    default:
+      return q8_0_family<Dec, 8>(w, x, l, out);
+  }
+}
+
+template <class Dec>
+void q8_k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return q8_k_family<Dec, 1>(w, x, l, out);
+    case 2:
+      return q8_k_family<Dec, 2>(w, x, l, out);
+    case 3:
+      return q8_k_family<Dec, 3>(w, x, l, out);
+    case 4:
+      return q8_k_family<Dec, 4>(w, x, l, out);
+    case 5:
+      return q8_k_family<Dec, 5>(w, x, l, out);
+    case 6:
+      return q8_k_family<Dec, 6>(w, x, l, out);
+    case 7:
+      return q8_k_family<Dec, 7>(w, x, l, out);
+    default:
+      return q8_k_family<Dec, 8>(w, x, l, out);
+  }
+}
+
+template <FKind kKind>
+void float_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return float_family<kKind, 1>(w, x, l, out);
+    case 2:
+      return float_family<kKind, 2>(w, x, l, out);
+    case 3:
+      return float_family<kKind, 3>(w, x, l, out);
+    case 4:
+      return float_family<kKind, 4>(w, x, l, out);
+    case 5:
+      return float_family<kKind, 5>(w, x, l, out);
+    case 6:
+      return float_family<kKind, 6>(w, x, l, out);
+    case 7:
+      return float_family<kKind, 7>(w, x, l, out);
+    default:
+      return float_family<kKind, 8>(w, x, l, out);
+  }
+}
+
+KernelSet make_set() {
+  KernelSet s;
+  s.tile_rows = 8;
+  s.dot[static_cast<int>(GgmlType::F32)] = float_rows<FKind::kF32>;
+  s.dot[static_cast<int>(GgmlType::F16)] = float_rows<FKind::kF16>;
+  s.dot[static_cast<int>(GgmlType::BF16)] = float_rows<FKind::kBF16>;
+  s.dot[static_cast<int>(GgmlType::Q8_0)] = q8_0_rows<DecQ8_0>;
+  s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
+  s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
+  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = q8_k_rows<DecIQ4_XS>;
+  return s;
+}
+
+}  // namespace
+
+const KernelSet& avx512_kernels() {
+  static const KernelSet set = make_set();
+  return set;
+}
+
+#else
+
+const KernelSet& avx512_kernels() {
+  static const KernelSet set;
+  return set;
+}
+
+#endif
+
+}  // namespace mtp::kernels::detail

@@ -1,0 +1,67 @@
+// Private interface between the matmul driver and the per-ISA row kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+#include "quant/types.h"
+
+// Per-function ISA targets: the library is compiled without -m flags, so only functions carrying these
+// attributes use the extensions, and they run only after CPUID said yes (isa.cpp).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MTP_HAVE_X86_SIMD 1
+#define MTP_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define MTP_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#else
+#define MTP_HAVE_X86_SIMD 0
+#endif
+
+namespace mtp::kernels::detail {
+
+// Byte layout of one prepared activation row (all offsets from the row start, 64-byte aligned).
+//   kQ8_0: qs[n_in] int8 | d[nb] f32 (the fp16 block scale, widened) | dexp[nb * 8] f32 (d repeated 8 times)
+//   kQ8_K: qs[n_in] int8 | d[nb] f32 | bsums[nb * 16] int16
+//   kF32:  x[n_pad] f32, zero-padded to a multiple of 16
+// For Isa::kAvx512 the int8 values are stored offset by 128 (qs ^ 0x80, as uint8) for vpdpbusd.
+struct ActLayout {
+  ActFormat format = ActFormat::kF32;
+  Isa isa = Isa::kScalar;
+  int64_t n_in = 0;
+  int64_t nb = 0;  // blocks per row (32 or 256 elements; n_pad / 16 for kF32)
+  int64_t d_off = 0;
+  int64_t aux_off = 0;  // dexp (kQ8_0) or bsums (kQ8_K)
+  int64_t stride = 0;   // bytes per row
+};
+
+inline constexpr int kMaxTileRows = 8;
+
+// out[r] = dot(weight row w, activation row x[r]) for r in [0, nr), 1 <= nr <= kMaxTileRows. Each pair is
+// computed with the same instruction sequence whatever nr is (batch invariance).
+using RowDotFn = void (*)(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& layout,
+                          float* out);
+
+struct KernelSet {
+  RowDotFn dot[kGgmlTypeCount] = {};
+  int tile_rows = 1;  // rows the kernel handles per call at best
+};
+
+const KernelSet& scalar_kernels();
+const KernelSet& avx2_kernels();    // empty set where not compiled
+const KernelSet& avx512_kernels();  // empty set where not compiled
+const KernelSet& kernels_for(Isa isa);
+
+inline const float* act_d(const uint8_t* row, const ActLayout& l) {
+  return reinterpret_cast<const float*>(row + l.d_off);
+}
+inline const float* act_dexp(const uint8_t* row, const ActLayout& l) {
+  return reinterpret_cast<const float*>(row + l.aux_off);
+}
+inline const int16_t* act_bsums(const uint8_t* row, const ActLayout& l) {
+  return reinterpret_cast<const int16_t*>(row + l.aux_off);
+}
+inline const float* act_f32(const uint8_t* row) {
+  return reinterpret_cast<const float*>(row);
+}
+
+}  // namespace mtp::kernels::detail

@@ -1,0 +1,218 @@
+// Scalar reference kernels: the ground truth the SIMD kernels are tested against. Each block's integer sum
+// is exact; the scaled block sums are accumulated in double and rounded to float once, so the result is
+// within a float rounding of the exact dot product of the dequantized weights with the dequantized
+// activations.
+#include <cstring>
+
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+
+namespace mtp::kernels::detail {
+namespace {
+
+inline int8_t act_q(const uint8_t* row, int64_t i) {
+  return static_cast<int8_t>(row[i]);
+}
+
+int32_t idot32(const int8_t* w, const uint8_t* x) {
+  int32_t s = 0;
+  for (int j = 0; j < 32; ++j) s += static_cast<int32_t>(w[j]) * act_q(x, j);
+  return s;
+}
+
+// Unpacks a Q4_0 / IQ4_NL 16-byte nibble array into 32 values through `table`.
+void unpack_nibbles32(const uint8_t* qs, const int8_t* table, int8_t* out) {
+  for (int j = 0; j < 16; ++j) {
+    out[j] = table[qs[j] & 15];
+    out[j + 16] = table[qs[j] >> 4];
+  }
+}
+
+constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+template <typename Block>
+float dot_nibble32(const uint8_t* w, const uint8_t* x, const ActLayout& l, const int8_t* table) {
+  const Block* b = reinterpret_cast<const Block*>(w);
+  const float* xd = act_d(x, l);
+  double sum = 0.0;
+  int8_t v[32];
+  for (int64_t i = 0; i < l.nb; ++i) {
+    unpack_nibbles32(b[i].qs, table, v);
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * idot32(v, x + i * 32);
+  }
+  return static_cast<float>(sum);
+}
+
+float dot_q8_0(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(w);
+  const float* xd = act_d(x, l);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.nb; ++i) {
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * idot32(b[i].qs, x + i * 32);
+  }
+  return static_cast<float>(sum);
+}
+
+float dot_q4_0(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_nibble32<BlockQ4_0>(w, x, l, kQ4_0Values);
+}
+float dot_iq4_nl(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_nibble32<BlockIQ4_NL>(w, x, l, kIq4nlValues);
+}
+
+// 6-bit (scale, min) pair j of a Q4_K / Q5_K block (gguf-and-quants.md 3.0.6).
+void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q4_K and Q5_K: levels q in [0, 15] / [0, 31]; y = d*sc_j*q - dmin*m_j.
+template <bool kFive>
+float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  const float* xd = act_d(x, l);
+  const int16_t* bsums = act_bsums(x, l);
+  const size_t bytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.nb; ++i) {
+    const uint8_t* blk = w + i * bytes;
+    uint16_t d, dmin;
+    std::memcpy(&d, blk, 2);
+    std::memcpy(&dmin, blk + 2, 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qh = kFive ? blk + 16 : nullptr;
+    const uint8_t* qs = kFive ? blk + 48 : blk + 16;
+    int8_t v[256];
+    for (int c = 0; c < 4; ++c) {
+      for (int j = 0; j < 32; ++j) {
+        int lo = qs[32 * c + j] & 15, hi = qs[32 * c + j] >> 4;
+        if (kFive) {
+          lo += ((qh[j] >> (2 * c)) & 1) << 4;
+          hi += ((qh[j] >> (2 * c + 1)) & 1) << 4;
+        }
+        v[64 * c + j] = static_cast<int8_t>(lo);
+        v[64 * c + 32 + j] = static_cast<int8_t>(hi);
+      }
+    }
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      k_scale_min(scales, j, &sc, &m);
+      isum += sc * idot32(v + 32 * j, x + i * 256 + 32 * j);
+      msum += m * (bsums[16 * i + 2 * j] + bsums[16 * i + 2 * j + 1]);
+    }
+    sum += static_cast<double>(fp16_to_fp32(d)) * xd[i] * isum -
+           static_cast<double>(fp16_to_fp32(dmin)) * xd[i] * msum;
+  }
+  return static_cast<float>(sum);
+}
+
+float dot_q6_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(w);
+  const float* xd = act_d(x, l);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.nb; ++i) {
+    int8_t v[256];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b[i].ql + 64 * h;
+      const uint8_t* qh = b[i].qh + 32 * h;
+      for (int j = 0; j < 32; ++j) {
+        v[128 * h + j] = static_cast<int8_t>(((ql[j] & 15) | (((qh[j] >> 0) & 3) << 4)) - 32);
+        v[128 * h + 32 + j] = static_cast<int8_t>(((ql[j + 32] & 15) | (((qh[j] >> 2) & 3) << 4)) - 32);
+        v[128 * h + 64 + j] = static_cast<int8_t>(((ql[j] >> 4) | (((qh[j] >> 4) & 3) << 4)) - 32);
+        v[128 * h + 96 + j] = static_cast<int8_t>(((ql[j + 32] >> 4) | (((qh[j] >> 6) & 3) << 4)) - 32);
+      }
+    }
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0;
+      for (int j = 0; j < 16; ++j) t += v[16 * s + j] * act_q(x, i * 256 + 16 * s + j);
+      isum += b[i].scales[s] * t;
+    }
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum;
+  }
+  return static_cast<float>(sum);
+}
+
+float dot_iq4_xs(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(w);
+  const float* xd = act_d(x, l);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.nb; ++i) {
+    int32_t isum = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls =
+          ((b[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((b[i].scales_h >> (2 * ib)) & 3) << 4);
+      int8_t v[32];
+      unpack_nibbles32(b[i].qs + 16 * ib, kIq4nlValues, v);
+      isum += (ls - 32) * idot32(v, x + i * 256 + 32 * ib);
+    }
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum;
+  }
+  return static_cast<float>(sum);
+}
+
+template <typename Load>
+float dot_float(const uint8_t* w, const uint8_t* x, const ActLayout& l, Load load) {
+  const float* xf = act_f32(x);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.n_in; ++i) sum += static_cast<double>(load(w, i)) * xf[i];
+  return static_cast<float>(sum);
+}
+
+float dot_f32(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_float(w, x, l, [](const uint8_t* p, int64_t i) {
+    float v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  });
+}
+float dot_f16(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_float(w, x, l, [](const uint8_t* p, int64_t i) {
+    uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return fp16_to_fp32(v);
+  });
+}
+float dot_bf16(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_float(w, x, l, [](const uint8_t* p, int64_t i) {
+    uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return bf16_to_fp32(v);
+  });
+}
+
+template <float (*kDot)(const uint8_t*, const uint8_t*, const ActLayout&)>
+void rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  for (int r = 0; r < nr; ++r) out[r] = kDot(w, x[r], l);
+}
+
+KernelSet make_set() {
+  KernelSet s;
+  s.tile_rows = 4;
+  s.dot[static_cast<int>(GgmlType::F32)] = rows<dot_f32>;
+  s.dot[static_cast<int>(GgmlType::F16)] = rows<dot_f16>;
+  s.dot[static_cast<int>(GgmlType::BF16)] = rows<dot_bf16>;
+  s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<dot_q8_0>;
+  s.dot[static_cast<int>(GgmlType::Q4_0)] = rows<dot_q4_0>;
+  s.dot[static_cast<int>(GgmlType::IQ4_NL)] = rows<dot_iq4_nl>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<dot_q45_k<false>>;
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<dot_q45_k<true>>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<dot_q6_k>;
+  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = rows<dot_iq4_xs>;
+  return s;
+}
+
+}  // namespace
+
+const KernelSet& scalar_kernels() {
+  static const KernelSet set = make_set();
+  return set;
+}
+
+}  // namespace mtp::kernels::detail

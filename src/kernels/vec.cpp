@@ -1,0 +1,219 @@
+// Vector kernels: scalar twins, and AVX2 / AVX-512 versions generated from vec_impl.inc.
+#include "kernels/vec.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/isa.h"
+#include "matmul_internal.h"
+
+#if MTP_HAVE_X86_SIMD
+// GCC 12's AVX-512 headers build "undefined" vectors as `__m512 __Y = __Y;`, which -Wuninitialized reports at
+// every inlined use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace mtp::kernels {
+
+namespace scalar {
+
+float dot(const float* a, const float* b, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(s);
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = w != nullptr ? (x[i] * scale) * w[i] : x[i] * scale;
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void sigmoid(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
+void silu(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace scalar
+
+#if MTP_HAVE_X86_SIMD
+
+namespace avx512 {
+#define VT MTP_TARGET_AVX512
+using V = __m512;
+constexpr int W = 16;
+VT inline V vld(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+VT inline void vst(float* p, V v) {
+  _mm512_storeu_ps(p, v);
+}
+VT inline V vset(float a) {
+  return _mm512_set1_ps(a);
+}
+VT inline V vadd(V a, V b) {
+  return _mm512_add_ps(a, b);
+}
+VT inline V vsub(V a, V b) {
+  return _mm512_sub_ps(a, b);
+}
+VT inline V vmul(V a, V b) {
+  return _mm512_mul_ps(a, b);
+}
+VT inline V vdiv(V a, V b) {
+  return _mm512_div_ps(a, b);
+}
+VT inline V vfma(V a, V b, V c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+VT inline V vmax(V a, V b) {
+  return _mm512_max_ps(a, b);
+}
+VT inline V vmin(V a, V b) {
+  return _mm512_min_ps(a, b);
+}
+VT inline V vround(V a) {
+  return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+VT inline V vpow2i(V n) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+}
+VT inline V vlt(V x, V y, V a, V b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_LT_OQ), b, a);
+}
+VT inline float vhsum(V v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+VT inline float vhmax(V v) {
+  return _mm512_reduce_max_ps(v);
+}
+#include "vec_impl.inc"
+#undef VT
+}  // namespace avx512
+
+namespace avx2 {
+#define VT MTP_TARGET_AVX2
+using V = __m256;
+constexpr int W = 8;
+VT inline V vld(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+VT inline void vst(float* p, V v) {
+  _mm256_storeu_ps(p, v);
+}
+VT inline V vset(float a) {
+  return _mm256_set1_ps(a);
+}
+VT inline V vadd(V a, V b) {
+  return _mm256_add_ps(a, b);
+}
+VT inline V vsub(V a, V b) {
+  return _mm256_sub_ps(a, b);
+}
+VT inline V vmul(V a, V b) {
+  return _mm256_mul_ps(a, b);
+}
+VT inline V vdiv(V a, V b) {
+  return _mm256_div_ps(a, b);
+}
+VT inline V vfma(V a, V b, V c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+VT inline V vmax(V a, V b) {
+  return _mm256_max_ps(a, b);
+}
+VT inline V vmin(V a, V b) {
+  return _mm256_min_ps(a, b);
+}
+VT inline V vround(V a) {
+  return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+VT inline V vpow2i(V n) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+VT inline V vlt(V x, V y, V a, V b) {
+  return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_LT_OQ));
+}
+VT inline float vhsum(V v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+VT inline float vhmax(V v) {
+  const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+}
+#include "vec_impl.inc"
+#undef VT
+}  // namespace avx2
+
+#define MTP_VEC_DISPATCH(name, ...)            \
+  switch (active_isa()) {                      \
+    case Isa::kAvx512:                         \
+      return avx512::name##_impl(__VA_ARGS__); \
+    case Isa::kAvx2:                           \
+      return avx2::name##_impl(__VA_ARGS__);   \
+    case Isa::kScalar:                         \
+      break;                                   \
+  }                                            \
+  return scalar::name(__VA_ARGS__)
+#else
+#define MTP_VEC_DISPATCH(name, ...) return scalar::name(__VA_ARGS__)
+#endif
+
+float dot(const float* a, const float* b, int64_t n) {
+  MTP_VEC_DISPATCH(dot, a, b, n);
+}
+void axpy(float a, const float* x, float* y, int64_t n) {
+  MTP_VEC_DISPATCH(axpy, a, x, y, n);
+}
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  MTP_VEC_DISPATCH(rms_norm, x, w, n, eps, out);
+}
+void softmax(float* x, int64_t n) {
+  MTP_VEC_DISPATCH(softmax, x, n);
+}
+void silu(const float* x, float* out, int64_t n) {
+  MTP_VEC_DISPATCH(silu, x, out, n);
+}
+void sigmoid(const float* x, float* out, int64_t n) {
+  MTP_VEC_DISPATCH(sigmoid, x, out, n);
+}
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  MTP_VEC_DISPATCH(swiglu, gate, up, out, n);
+}
+
+}  // namespace mtp::kernels

@@ -1,0 +1,114 @@
+// Vector kernels: every SIMD level against the scalar twin, on lengths around the vector widths and on edge
+// values; results are reproducible call to call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/vec.h"
+
+namespace mtp {
+namespace {
+
+using kernels::Isa;
+using test::IsaScope;
+
+const int64_t kLengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 2048};
+
+std::vector<float> input(int64_t n, uint32_t seed, float scale) {
+  std::vector<float> v = test::make_values(test::Pattern::kGaussian, 1, std::max<int64_t>(n, 1), seed);
+  v.resize(static_cast<size_t>(n));
+  for (float& f : v) f *= scale;
+  return v;
+}
+
+// |a - b| <= ulps * ulp(max(|a|, |b|)) + abs_tol.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double ulps, double abs_tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double m = std::max(std::fabs(got[i]), std::fabs(want[i]));
+    const double tol = ulps * std::ldexp(1.0, std::ilogb(std::max(m, 1e-38)) - 23) + abs_tol;
+    ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
+  }
+}
+
+TEST(VecKernels, SimdMatchesScalar) {
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    for (int64_t n : kLengths) {
+      SCOPED_TRACE(n);
+      for (float scale : {1.0f, 30.0f, 1e-3f}) {
+        const std::vector<float> a = input(n, 1, scale), b = input(n, 2, 1.0f);
+        double mag = 0;
+        for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(a[i]) * b[i]);
+        EXPECT_NEAR(kernels::dot(a.data(), b.data(), n), kernels::scalar::dot(a.data(), b.data(), n),
+                    (n / 8.0 + 8) * std::ldexp(mag, -23) + 1e-30);
+
+        std::vector<float> y1 = b, y2 = b;
+        kernels::axpy(0.75f, a.data(), y1.data(), n);
+        kernels::scalar::axpy(0.75f, a.data(), y2.data(), n);
+        EXPECT_EQ(y1, y2);  // one fma per element either way
+
+        std::vector<float> r1(n), r2(n);
+        kernels::rms_norm(a.data(), b.data(), n, 1e-6f, r1.data());
+        kernels::scalar::rms_norm(a.data(), b.data(), n, 1e-6f, r2.data());
+        expect_close(r1, r2, 4 + n / 64.0, 0, "rms_norm");
+        kernels::rms_norm(a.data(), nullptr, n, 1e-6f, r1.data());
+        kernels::scalar::rms_norm(a.data(), nullptr, n, 1e-6f, r2.data());
+        expect_close(r1, r2, 4 + n / 64.0, 0, "rms_norm (no weight)");
+
+        std::vector<float> s1 = a, s2 = a;
+        kernels::softmax(s1.data(), n);
+        kernels::scalar::softmax(s2.data(), n);
+        expect_close(s1, s2, 8 + n / 64.0, 1e-37, "softmax");
+
+        kernels::silu(a.data(), r1.data(), n);
+        kernels::scalar::silu(a.data(), r2.data(), n);
+        expect_close(r1, r2, 6, 1e-37, "silu");
+        kernels::sigmoid(a.data(), r1.data(), n);
+        kernels::scalar::sigmoid(a.data(), r2.data(), n);
+        expect_close(r1, r2, 6, 1e-37, "sigmoid");
+        kernels::swiglu(a.data(), b.data(), r1.data(), n);
+        kernels::scalar::swiglu(a.data(), b.data(), r2.data(), n);
+        expect_close(r1, r2, 8, 1e-37, "swiglu");
+      }
+    }
+  }
+}
+
+TEST(VecKernels, EdgeValues) {
+  const std::vector<float> x = {0.0f,  -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 100.0f, -100.0f, 1e4f,
+                                -1e4f, 20.0f, -20.0f, 0.5f,    -0.5f, 3.0f,   -3.0f,  87.3f,   -87.3f};
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    std::vector<float> r1(x.size()), r2(x.size());
+    kernels::sigmoid(x.data(), r1.data(), static_cast<int64_t>(x.size()));
+    kernels::scalar::sigmoid(x.data(), r2.data(), static_cast<int64_t>(x.size()));
+    expect_close(r1, r2, 6, 1e-37, "sigmoid");
+    kernels::silu(x.data(), r1.data(), static_cast<int64_t>(x.size()));
+    kernels::scalar::silu(x.data(), r2.data(), static_cast<int64_t>(x.size()));
+    expect_close(r1, r2, 6, 1e-37, "silu");
+    std::vector<float> s1 = x, s2 = x;
+    kernels::softmax(s1.data(), static_cast<int64_t>(x.size()));
+    kernels::scalar::softmax(s2.data(), static_cast<int64_t>(x.size()));
+    expect_close(s1, s2, 8, 1e-37, "softmax");
+    // A spike: all mass on one element, the rest underflows to exactly 0.
+    std::vector<float> spike(40, -200.0f);
+    spike[17] = 5.0f;
+    kernels::softmax(spike.data(), 40);
+    for (int i = 0; i < 40; ++i) EXPECT_EQ(spike[i], i == 17 ? 1.0f : 0.0f);
+    // Same input, same bits.
+    std::vector<float> a = input(257, 3, 2.0f), b1(257), b2(257);
+    kernels::swiglu(a.data(), a.data(), b1.data(), 257);
+    kernels::swiglu(a.data(), a.data(), b2.data(), 257);
+    EXPECT_EQ(b1, b2);
+  }
+}
+
+}  // namespace
+}  // namespace mtp
