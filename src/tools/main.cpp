@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   add(register_graft);
   add(register_extract_head);
   add(register_quantize);
+  add(register_template);
   add(register_run);
   add(register_tokenize);
 

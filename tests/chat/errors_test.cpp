@@ -1,0 +1,136 @@
+// Bad templates, bad messages and resource limits: clear errors naming the line and construct, no crash.
+#include <gtest/gtest.h>
+
+#include "chat/chat_template.h"
+
+namespace mtp::chat {
+namespace {
+
+std::string parse_error(const std::string& src) {
+  auto t = JinjaTemplate::parse(src);
+  EXPECT_FALSE(t.ok()) << "parsed: " << src;
+  return t.ok() ? "" : t.status().message();
+}
+
+std::string render_error(const std::string& src, const Json& ctx = Json::object(), JinjaOptions opt = {}) {
+  auto t = JinjaTemplate::parse(src, opt);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  if (!t.ok()) return "";
+  auto r = t->render(ctx);
+  EXPECT_FALSE(r.ok()) << "rendered: " << src;
+  return r.ok() ? "" : r.status().message();
+}
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST(TemplateErrors, Syntax) {
+  EXPECT_HAS(parse_error("a\nb\n{% for x in y %}\n{{ x }}"), "line 4: unclosed 'for' opened on line 3");
+  EXPECT_HAS(parse_error("{% if x %}a{% endfor %}"), "line 1: unexpected '{% endfor %}' inside 'if'");
+  EXPECT_HAS(parse_error("{{ x | nosuchfilter }}"), "line 1: unknown filter 'nosuchfilter'");
+  EXPECT_HAS(parse_error("\n{{ x is nosuchtest }}"), "line 2: unknown test 'nosuchtest'");
+  EXPECT_HAS(parse_error("{% include 'x' %}"), "unsupported tag 'include'");
+  EXPECT_HAS(parse_error("{% extends 'x' %}"), "unsupported tag 'extends'");
+  EXPECT_HAS(parse_error("{% frobnicate %}"), "unknown tag 'frobnicate'");
+  EXPECT_HAS(parse_error("{{ x "), "unclosed '{{'");
+  EXPECT_HAS(parse_error("{% if x "), "unclosed '{%'");
+  EXPECT_HAS(parse_error("{# never closed"), "unclosed comment");
+  EXPECT_HAS(parse_error("{{ 'abc }}"), "unterminated string");
+  EXPECT_HAS(parse_error("{{ (1 }}"), "line 1");
+  EXPECT_HAS(parse_error("{{ 1 + }}"), "expected an expression, got '}}'");
+  EXPECT_HAS(parse_error("{% if %}{% endif %}"), "expected an expression");
+  EXPECT_HAS(parse_error("{% break %}"), "'break' outside of a loop");
+  EXPECT_HAS(parse_error("{% for x in y recursive %}{% endfor %}"), "unsupported: recursive");
+  EXPECT_HAS(parse_error("{{ f(*args) }}"), "unsupported: *args");
+  EXPECT_HAS(parse_error("{{ 99999999999999999999 }}"), "integer literal out of range");
+  EXPECT_HAS(parse_error("{{ x ? y }}"), "unexpected character '?'");
+  EXPECT_HAS(parse_error("{% raw %}never ends"), "unclosed 'raw'");
+}
+
+TEST(TemplateErrors, Runtime) {
+  EXPECT_HAS(render_error("ok\n{{ raise_exception('Bad role') }}"), "line 2: template raised: Bad role");
+  EXPECT_HAS(render_error("{{ x.y }}"), "'x' is undefined");
+  EXPECT_HAS(render_error("{{ d.a.b }}", {{"d", Json::object()}}), "'dict object' has no attribute 'a'");
+  EXPECT_HAS(render_error("{{ 'a' + 1 }}"), "can only concatenate str");
+  EXPECT_HAS(render_error("\n\n{% for x in 3 %}{% endfor %}"), "line 3: 'int' object is not iterable");
+  EXPECT_HAS(render_error("{{ [1].append(2) }}"), "unsupported: list.append");
+  EXPECT_HAS(render_error("{{ 'x'.format(1) }}"), "unsupported: str.format");
+  EXPECT_HAS(render_error("{{ '%s' % 1 }}"), "unsupported: printf-style");
+  EXPECT_HAS(render_error("{{ 1 // 0 }}"), "division or modulo by zero");
+  EXPECT_HAS(render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "takes not more than 1 argument");
+  EXPECT_HAS(render_error("{% macro m(a) %}{% endmacro %}{{ m(b=2) }}"), "no keyword argument 'b'");
+  EXPECT_HAS(render_error("{% set d = {} %}{% set d.x = 1 %}"), "not a namespace()");
+  EXPECT_HAS(render_error("{{ x | tojson }}"), "not JSON serializable");
+  EXPECT_HAS(render_error("{{ 9223372036854775807 + 1 }}"), "integer overflow");
+  EXPECT_HAS(render_error("{{ range(10000000) | length }}"), "range() too large");
+}
+
+TEST(TemplateErrors, Limits) {
+  // Unbounded macro recursion.
+  EXPECT_HAS(render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+             "macro calls nested deeper");
+  // Output size.
+  JinjaOptions small;
+  small.max_output_bytes = 1000;
+  EXPECT_HAS(render_error("{% for i in range(1000) %}xxxxxxxxxx{% endfor %}", Json::object(), small),
+             "template output exceeds 1000 bytes");
+  // Runaway loops.
+  JinjaOptions few;
+  few.max_steps = 10000;
+  EXPECT_HAS(render_error("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
+                          Json::object(), few),
+             "evaluation steps");
+  // Deeply nested syntax and input.
+  EXPECT_HAS(parse_error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+             "nested too deeply");
+  EXPECT_HAS(parse_error(std::string(2000, '{') + "%"), "line 1");
+  Json deep = Json::array();
+  for (int k = 0; k < 1000; ++k) deep = Json::array({deep});
+  EXPECT_HAS(render_error("{{ x }}", {{"x", deep}}), "nested too deeply");
+  // Huge repetition.
+  EXPECT_HAS(render_error("{{ 'x' * 1000000000000 }}"), "too large");
+}
+
+TEST(MessageErrors, ClearMessages) {
+  ChatTemplate t = ChatTemplate::chatml();
+  auto err = [&](const std::string& messages, const std::string& tools = "null") {
+    ChatRequest r;
+    r.messages = Json::parse(messages);
+    r.tools = Json::parse(tools);
+    auto out = t.render(r);
+    EXPECT_FALSE(out.ok()) << messages;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    return out.ok() ? "" : out.status().message();
+  };
+  EXPECT_HAS(err("{}"), "messages must be an array");
+  EXPECT_HAS(err("[]"), "messages must not be empty");
+  EXPECT_HAS(err("[1]"), "messages[0]: message must be an object");
+  EXPECT_HAS(err(R"([{"content":"x"}])"), "messages[0]: message needs a non-empty string \"role\"");
+  EXPECT_HAS(err(R"([{"role":"user","content":5}])"), "messages[0].content: content must be a string");
+  EXPECT_HAS(err(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}])"),
+             "messages[0].content[0]: content part type 'image_url' is not supported (text only)");
+  EXPECT_HAS(err(R"([{"role":"user","content":[{"type":"text"}]}])"), "text part needs a string \"text\"");
+  EXPECT_HAS(
+      err(R"([{"role":"user","content":"q"},{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{oops"}}]}])"),
+      "messages[1].tool_calls[0].function.arguments: not a JSON object");
+  EXPECT_HAS(err(R"([{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}])"),
+             "messages[0].tool_calls[0].function: needs a non-empty string \"name\"");
+  EXPECT_HAS(err(R"([{"role":"user","tool_calls":[]}])"), "only assistant messages have tool_calls");
+  EXPECT_HAS(err(R"([{"role":"user","content":"x"}])", R"({"a":1})"), "tools must be an array");
+  EXPECT_HAS(err(R"([{"role":"user","content":"x"}])", R"([{"type":"function","function":{}}])"),
+             "tools[0].function: needs a non-empty string \"name\"");
+}
+
+TEST(MessageErrors, TemplateRejectionsPassThrough) {
+  auto t = ChatTemplate::create(
+      "{%- for m in messages %}{% if m.role not in ['user', 'assistant'] %}"
+      "{{ raise_exception('Unexpected message role.') }}{% endif %}{% endfor %}");
+  ASSERT_TRUE(t.ok());
+  ChatRequest r;
+  r.messages = Json::parse(R"([{"role":"user","content":"x"},{"role":"wizard","content":"y"}])");
+  auto out = t->render(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_HAS(out.status().message(), "template raised: Unexpected message role.");
+}
+
+}  // namespace
+}  // namespace mtp::chat
