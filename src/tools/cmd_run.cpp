@@ -1,18 +1,22 @@
-// `mtp run -m MODEL -p PROMPT -n N`: generate text with the reference forward pass (one token at a time, f32,
-// no speculation). The prompt is tokenized with control tokens matched, fed position by position, then N
-// tokens are sampled (greedy by default) and streamed to stdout as they complete UTF-8 characters.
+// `mtp run -m MODEL -p PROMPT -n N`: generate text with the engine (forward.h; no speculation yet). The
+// prompt is tokenized with control tokens matched and processed in batches of -b rows, then N tokens are
+// sampled (greedy by default) and streamed to stdout as they complete UTF-8 characters. `--reference` uses
+// the slow reference forward pass instead (f32, one token at a time).
 //
 // --dump-logits FILE writes raw little-endian float32 logits, one row of n_vocab per position: the prompt's
 // positions first, then one row per generated token (the logits after feeding it). A run that generates G
 // tokens writes (n_prompt + G) * n_vocab floats; G < N only when EOS stops it (EOS itself is neither printed
 // nor fed).
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "base/atomic_file.h"
 #include "base/timer.h"
 #include "command.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
 #include "model/sampler.h"
@@ -31,6 +35,8 @@ struct RunArgs {
   bool ignore_eos = false;
   std::string dump_logits;
   int threads = 0;
+  int batch = 512;
+  bool reference = false;
 };
 
 Status write_row(AtomicFile* dump, const std::vector<float>& logits) {
@@ -64,15 +70,58 @@ Status run(const RunArgs& a) {
   }
   AtomicFile* dump_ptr = dump ? &*dump : nullptr;
 
+  if (a.batch <= 0) return invalid_argument("-b must be > 0, got ", a.batch);
   // Prompt: logits are needed only for the last position, unless they are all being dumped.
-  ReferenceState state(model.config());
+  std::optional<ReferenceState> ref_state;
+  std::optional<Memory> memory;
+  int32_t seq = 0;
+  Batch batch;
+  Outputs outs;
+  if (a.reference) {
+    ref_state.emplace(model.config());
+  } else {
+    MemoryOptions mo;
+    mo.n_ctx = static_cast<int64_t>(prompt.size()) + a.n_predict + 1;
+    mo.n_seq = 1;
+    mo.n_snapshots = 1;
+    mo.mtp = false;
+    MTP_ASSIGN_OR_RETURN(Memory m, Memory::create(model.config(), mo));
+    memory.emplace(std::move(m));
+    MTP_ASSIGN_OR_RETURN(seq, memory->seq_create());
+  }
+  // One engine step over tokens[0..n) at positions pos.., logits for the rows that `want`; `out` gets the
+  // last row's logits, dumped rows go to the file.
+  auto engine_step = [&](const int32_t* tokens, size_t n, int64_t pos, bool want_all,
+                         ForwardOutput& out) -> Status {
+    batch.clear();
+    for (size_t i = 0; i < n; ++i)
+      batch.add(seq, pos + static_cast<int64_t>(i), tokens[i], want_all || i + 1 == n);
+    MTP_RETURN_IF_ERROR(forward(model, batch, *memory, outs, pool));
+    for (size_t i = 0; i < n; ++i) {
+      if (!batch.rows[i].logits) continue;
+      const auto l = outs.logits_of(static_cast<int64_t>(i));
+      out.logits.assign(l.begin(), l.end());
+      if (want_all) MTP_RETURN_IF_ERROR(write_row(dump_ptr, out.logits));
+    }
+    return Status::Ok();
+  };
   ForwardOutput out;
   Timer prompt_timer;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    const bool want = dump_ptr != nullptr || i + 1 == prompt.size();
-    out = forward_token(model, state, prompt[i], static_cast<int64_t>(i), want, &pool);
-    if (dump_ptr != nullptr) MTP_RETURN_IF_ERROR(write_row(dump_ptr, out.logits));
+  int64_t n_past = 0;
+  if (a.reference) {
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      const bool want = dump_ptr != nullptr || i + 1 == prompt.size();
+      out = forward_token(model, *ref_state, prompt[i], static_cast<int64_t>(i), want, &pool);
+      if (dump_ptr != nullptr) MTP_RETURN_IF_ERROR(write_row(dump_ptr, out.logits));
+    }
+  } else {
+    for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(a.batch)) {
+      const size_t n = std::min(prompt.size() - i, static_cast<size_t>(a.batch));
+      MTP_RETURN_IF_ERROR(
+          engine_step(prompt.data() + i, n, static_cast<int64_t>(i), dump_ptr != nullptr, out));
+    }
   }
+  n_past = static_cast<int64_t>(prompt.size());
   const double prompt_s = prompt_timer.seconds();
 
   // Generation. Ids past the tokenizer's table (padding rows of the embedding) are never sampled.
@@ -88,8 +137,13 @@ Status run(const RunArgs& a) {
     const std::string text = decoder.push(id);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-    out = forward_token(model, state, id, state.n_past, true, &pool);
-    MTP_RETURN_IF_ERROR(write_row(dump_ptr, out.logits));
+    if (a.reference) {
+      out = forward_token(model, *ref_state, id, n_past, true, &pool);
+      MTP_RETURN_IF_ERROR(write_row(dump_ptr, out.logits));
+    } else {
+      MTP_RETURN_IF_ERROR(engine_step(&id, 1, n_past, dump_ptr != nullptr, out));
+    }
+    ++n_past;
   }
   const double gen_s = gen_timer.seconds();
   const std::string rest = decoder.flush();
@@ -110,7 +164,7 @@ Status run(const RunArgs& a) {
 CommandRunner register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd =
-      app.add_subcommand("run", "Generate text with the reference (f32, one token at a time) engine");
+      app.add_subcommand("run", "Generate text (the batched engine; --reference: the f32 reference forward)");
   cmd->add_option("-m,--model", a->model, "GGUF model file (qwen35moe)")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text; control tokens like <|im_start|> are matched")
       ->required();
@@ -127,6 +181,9 @@ CommandRunner register_run(CLI::App& app) {
                   "Write every position's logits here: raw little-endian float32, one row of n_vocab per "
                   "position, prompt positions then generated ones");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("-b,--batch-size", a->batch, "Prompt rows per forward pass")->capture_default_str();
+  cmd->add_flag("--reference", a->reference,
+                "Use the slow reference forward pass (f32, one token at a time)");
   return [a] {
     Status s = run(*a);
     return s.ok() ? kExitOk : report_error("run", s);

@@ -1,0 +1,172 @@
+// Engine throughput (issue 6 "Numbers"): decode and prompt tokens/s at given thread counts and context
+// depths, the fraction of the memory-bandwidth limit at decode (weight bytes touched per token / STREAM-copy
+// bandwidth measured in this run), the cost of verify batches of k+1 rows relative to one row, and pp512 with
+// the multiply-add rate it implies. A program printing numbers, not a test; the machine is shared, so compare
+// ratios within one run.
+//
+//   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/timer.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+using namespace mtp;
+
+namespace {
+
+std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stoll(item));
+  return v;
+}
+
+// STREAM-style copy bandwidth (bytes read + written per second), best of 5 over 512 MiB buffers.
+double copy_bandwidth() {
+  const size_t n = size_t{256} << 20;
+  std::vector<char> a(n, 1), b(n, 2);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    Timer t;
+    std::memcpy(b.data(), a.data(), n);
+    const double s = t.seconds();
+    best = std::max(best, 2.0 * static_cast<double>(n) / s);
+    a[i] = b[n - 1 - i];
+  }
+  return best;
+}
+
+struct Touched {
+  double bytes = 0;  // weight bytes read per decode token
+  double macs = 0;   // multiply-adds per token (weight elements used)
+};
+
+Touched add(Touched t, const TensorView& w, double fraction = 1.0) {
+  if (!w.valid()) return t;
+  t.bytes += static_cast<double>(w.row_bytes()) * static_cast<double>(w.n_rows()) * fraction;
+  t.macs += static_cast<double>(w.row_length()) * static_cast<double>(w.n_rows()) * fraction;
+  return t;
+}
+
+// Trunk weights one decode token reads: every projection, the k routed experts of 256, the head.
+Touched touched_per_token(const Model& m) {
+  const Qwen35MoeConfig& c = m.config();
+  Touched t;
+  const double frac = static_cast<double>(c.n_expert_used) / static_cast<double>(c.n_expert);
+  for (const LayerWeights& l : m.weights().layers) {
+    for (const TensorView* w :
+         {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.output, &l.gdn.qkv, &l.gdn.gate, &l.gdn.beta, &l.gdn.alpha,
+          &l.gdn.out, &l.moe.router, &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp})
+      t = add(t, *w);
+    for (const TensorView* w : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps}) t = add(t, *w, frac);
+  }
+  return add(t, m.weights().output);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: engine_bench MODEL [--threads 1,2] [--depths 0,4096] [--decode N]\n");
+    return 2;
+  }
+  std::vector<int64_t> threads{1, 2}, depths{0, 4096};
+  int n_decode = 16;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--depths")) depths = parse_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--decode")) n_decode = std::atoi(argv[i + 1]);
+  }
+  auto model = Model::load(argv[1]);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().message().c_str());
+    return 1;
+  }
+  const Qwen35MoeConfig& c = model->config();
+  const double bw = copy_bandwidth();
+  const Touched tt = touched_per_token(*model);
+  std::printf("model %s: n_embd %lld, %lld layers, %lld experts (top %lld)\n", argv[1], (long long)c.n_embd,
+              (long long)c.n_layer, (long long)c.n_expert, (long long)c.n_expert_used);
+  std::printf("copy bandwidth %.2f GB/s; weights per decode token %.1f MB -> limit %.1f tok/s\n", bw / 1e9,
+              tt.bytes / 1e6, bw / tt.bytes);
+
+  auto token = [&](int64_t i) {
+    return static_cast<int32_t>((i * 2654435761u) % static_cast<uint64_t>(c.n_vocab));
+  };
+  for (int64_t nt : threads) {
+    ThreadPool pool(static_cast<int>(nt));
+    for (int64_t depth : depths) {
+      MemoryOptions mo;
+      mo.n_ctx = depth + 1024;
+      mo.n_seq = 1;
+      mo.n_snapshots = 5;
+      mo.mtp = false;
+      auto mem = Memory::create(c, mo);
+      if (!mem.ok()) {
+        std::fprintf(stderr, "%s\n", mem.status().message().c_str());
+        return 1;
+      }
+      const int32_t s = *mem->seq_create();
+      Batch b;
+      Outputs out;
+      // Fill the context in 512-row batches (the prompt rate at this depth).
+      Timer tp;
+      for (int64_t p = 0; p < depth; p += 512) {
+        b.clear();
+        for (int64_t j = p; j < std::min(depth, p + 512); ++j) b.add(s, j, token(j), j + 1 == depth);
+        if (!forward(*model, b, *mem, out, pool).ok()) return 1;
+      }
+      const double fill_s = tp.seconds();
+      // Verify batches of 1..5 rows, each rolled back (keep 0), interleaved over reps to share the noise.
+      const int reps = std::max(3, n_decode / 2);
+      std::vector<double> cost(6, 0.0);
+      for (int rep = 0; rep < reps + 1; ++rep) {
+        for (int64_t rows = 1; rows <= 5; ++rows) {
+          b.clear();
+          for (int64_t j = 0; j < rows; ++j) b.add(s, depth + j, token(depth + j + rep), true);
+          Timer t;
+          if (!forward(*model, b, *mem, out, pool).ok()) return 1;
+          if (rep > 0) cost[rows] += t.seconds();  // rep 0 warms up
+          if (!mem->rollback(s, 0).ok()) return 1;
+        }
+      }
+      // Decode: single rows that stay.
+      Timer td;
+      for (int i = 0; i < n_decode; ++i) {
+        b.clear();
+        b.add(s, depth + i, token(depth + i), true);
+        if (!forward(*model, b, *mem, out, pool).ok()) return 1;
+      }
+      const double dec = n_decode / td.seconds();
+      std::printf("t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit)", (long long)nt,
+                  (long long)depth, dec, 100.0 * dec * tt.bytes / bw);
+      if (depth > 0) std::printf(", prompt fill %.1f tok/s", depth / fill_s);
+      std::printf("; verify k+1 rows / 1 row:");
+      for (int64_t rows = 2; rows <= 5; ++rows)
+        std::printf(" k=%lld %.2fx", (long long)rows - 1, cost[rows] / cost[1]);
+      std::printf("\n");
+    }
+    // pp512 from an empty context.
+    MemoryOptions mo;
+    mo.n_ctx = 1024;
+    mo.mtp = false;
+    auto mem = Memory::create(c, mo);
+    const int32_t s = *mem->seq_create();
+    Batch b;
+    Outputs out;
+    for (int64_t j = 0; j < 512; ++j) b.add(s, j, token(j), j == 511);
+    Timer t;
+    if (!forward(*model, b, *mem, out, pool).ok()) return 1;
+    const double sec = t.seconds();
+    std::printf("t=%lld pp512: %.1f tok/s, %.1f GMAC/s (weights only)\n", (long long)nt, 512 / sec,
+                512 * tt.macs / sec / 1e9);
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,563 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/matmul.h"
+#include "kernels/vec.h"
+#include "model/reference_ops.h"
+#include "workspace.h"
+
+namespace mtp {
+namespace {
+
+using kernels::MatrixView;
+
+MatrixView mat(const TensorView& t) {
+  return MatrixView::contiguous(t.type, t.data, t.ne[0], t.n_rows());
+}
+
+// A small vector (norm weights, conv taps, gates) as f32: the mapped data itself when stored as F32.
+const float* f32_of(Workspace& ws, const TensorView& t) {
+  if (t.type == GgmlType::F32) return reinterpret_cast<const float*>(t.data);
+  auto it = ws.f32_cache.find(t.data);
+  if (it == ws.f32_cache.end()) it = ws.f32_cache.emplace(t.data, ref::to_f32(t)).first;
+  return it->second.data();
+}
+
+// Output row ranges of this many rows are one work item of the expert products.
+constexpr int64_t kExpertChunk = 64;
+
+struct Pass {
+  const Qwen35MoeConfig& c;
+  const ModelParams& params;
+  Memory& mem;
+  Workspace& ws;
+  ThreadPool& pool;
+  const Batch& batch;
+  int64_t n;  // rows
+  bool mtp;   // the MTP block's pass
+
+  float* scratch(int thread, int64_t floats) { return Workspace::grow(ws.thread_scratch[thread], floats); }
+};
+
+void project(Pass& p, ActCache& acts, const TensorView& w, float* y, int64_t y_stride) {
+  kernels::matmul(mat(w), acts.get(w.type, &p.pool), y, y_stride, &p.pool);
+}
+
+void rms_rows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) kernels::rms_norm(x + r * n, w, n, eps, out + r * n);
+}
+
+// NeoX partial RoPE as the reference computes it (angles and rotation in double).
+void rope(float* head, int64_t n_rot, const double* cs) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double x0 = head[i], x1 = head[i + half], c = cs[2 * i], s = cs[2 * i + 1];
+    head[i] = static_cast<float>(x0 * c - x1 * s);
+    head[i + half] = static_cast<float>(x0 * s + x1 * c);
+  }
+}
+
+// Gated full attention over ws.a (n x n_embd) into ws.m; KV slot `slot` of the memory.
+void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
+  const Qwen35MoeConfig& c = p.c;
+  Workspace& ws = p.ws;
+  const int64_t n = p.n, hd = c.head_dim, n_head = c.n_head, n_kv = c.n_head_kv;
+  const int64_t qw = n_head * hd, kvw = n_kv * hd, ne = c.n_embd;
+  float* qg = ws.big0.data();           // n x 2qw: per head [query | gate]
+  float* k = ws.big1.data();            // n x kvw
+  float* v = ws.big1.data() + n * kvw;  // n x kvw
+  float* o = ws.big2.data();            // n x qw
+  ws.acts0.set(ws.a.data(), n, ne, ne);
+  project(p, ws.acts0, w.q, qg, 2 * qw);
+  project(p, ws.acts0, w.k, k, kvw);
+  project(p, ws.acts0, w.v, v, kvw);
+
+  // Per-head norms, then RoPE at the row's position; then the K/V rows go into the cache.
+  const float* q_norm = f32_of(ws, w.q_norm);
+  const float* k_norm = f32_of(ws, w.k_norm);
+  MTP_CHECK(c.n_rot <= 512, "n_rot ", c.n_rot);
+  std::array<double, 512> cs;  // cos, sin per rotated pair of this row
+  for (int64_t r = 0; r < n; ++r) {
+    const BatchRow& row = p.batch.rows[r];
+    for (int64_t i = 0; i < c.n_rot / 2; ++i) {
+      const double theta = static_cast<double>(row.pos) * std::pow(static_cast<double>(c.rope_freq_base),
+                                                                   -2.0 * i / static_cast<double>(c.n_rot));
+      cs[2 * i] = std::cos(theta);
+      cs[2 * i + 1] = std::sin(theta);
+    }
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* qh = qg + r * 2 * qw + 2 * h * hd;
+      kernels::rms_norm(qh, q_norm, hd, c.rms_eps, qh);
+      rope(qh, c.n_rot, cs.data());
+    }
+    for (int64_t j = 0; j < n_kv; ++j) {
+      float* kh = k + r * kvw + j * hd;
+      kernels::rms_norm(kh, k_norm, hd, c.rms_eps, kh);
+      rope(kh, c.n_rot, cs.data());
+    }
+    std::memcpy(p.mem.kv_row(row.seq, slot, 0, row.pos), k + r * kvw, sizeof(float) * kvw);
+    std::memcpy(p.mem.kv_row(row.seq, slot, 1, row.pos), v + r * kvw, sizeof(float) * kvw);
+  }
+
+  // Each (row, head) attends over its sequence's positions [begin, pos]: causal within the batch too.
+  const float scale = p.params.attention_scale != 0.0f
+                          ? p.params.attention_scale
+                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const int64_t group = n_head / n_kv;
+  int64_t max_keys = 0;
+  for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
+  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, max_keys + hd);
+  p.pool.parallel_for(static_cast<size_t>(n * n_head), [&](size_t task, int thread) {
+    const int64_t r = static_cast<int64_t>(task) / n_head, h = static_cast<int64_t>(task) % n_head;
+    const BatchRow& row = p.batch.rows[r];
+    const int64_t begin = p.mtp ? p.mem.seq(row.seq).mtp_begin : 0;
+    const int64_t n_keys = row.pos + 1 - begin, j = h / group;
+    float* sc = ws.thread_scratch[thread].data();
+    float* sig = sc + n_keys;
+    const float* qh = qg + r * 2 * qw + 2 * h * hd;
+    for (int64_t t = 0; t < n_keys; ++t)
+      sc[t] = kernels::dot(qh, p.mem.kv_row(row.seq, slot, 0, begin + t) + j * hd, hd) * scale;
+    kernels::softmax(sc, n_keys);
+    float* oh = o + r * qw + h * hd;
+    std::fill_n(oh, hd, 0.0f);
+    for (int64_t t = 0; t < n_keys; ++t)
+      kernels::axpy(sc[t], p.mem.kv_row(row.seq, slot, 1, begin + t) + j * hd, oh, hd);
+    // Query gate: o *= sigmoid(g).
+    kernels::sigmoid(qh + hd, sig, hd);
+    for (int64_t i = 0; i < hd; ++i) oh[i] *= sig[i];
+  });
+  ws.acts1.set(o, n, qw, qw);
+  project(p, ws.acts1, w.output, ws.m.data(), ne);
+}
+
+// One step of the delta rule for one value head (reference delta_rule_step), out of place when src != dst
+// (the same operations either way, so in-place and snapshot rows give the same bits).
+void delta_step(const float* src, float* dst, const float* k, const float* q, const float* v, float beta,
+                float g, int64_t d, float* r, float* o) {
+  const float decay = std::exp(g);
+  std::fill_n(r, d, 0.0f);
+  for (int64_t i = 0; i < d; ++i) {
+    const float* s = src + i * d;
+    float* t = dst + i * d;
+    const float ki = k[i];
+    for (int64_t c = 0; c < d; ++c) {
+      t[c] = decay * s[c];
+      r[c] += t[c] * ki;
+    }
+  }
+  for (int64_t c = 0; c < d; ++c) r[c] = beta * (v[c] - r[c]);  // delta
+  std::fill_n(o, d, 0.0f);
+  for (int64_t i = 0; i < d; ++i) {
+    float* t = dst + i * d;
+    const float ki = k[i], qi = q[i];
+    for (int64_t c = 0; c < d; ++c) {
+      t[c] += ki * r[c];
+      o[c] += t[c] * qi;
+    }
+  }
+}
+
+// Gated DeltaNet over ws.a into ws.m; GDN layer index `g` of the memory.
+void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
+  const Qwen35MoeConfig& c = p.c;
+  Workspace& ws = p.ws;
+  Memory& mem = p.mem;
+  const int64_t n = p.n, ne = c.n_embd, h_k = c.ssm_n_group, h_v = c.ssm_dt_rank, d = c.ssm_d_state;
+  const int64_t key_dim = c.gdn_key_dim(), value_dim = c.gdn_value_dim(), cd = c.gdn_conv_dim();
+  const int64_t d_conv = c.ssm_d_conv, n_prev = d_conv - 1;
+  float* u = ws.big0.data();  // n x cd, convolved in place
+  float* z = ws.big1.data();  // n x value_dim
+  float* o = ws.big2.data();  // n x value_dim
+  float* b = ws.small0.data();
+  float* al = ws.small1.data();
+  ws.acts0.set(ws.a.data(), n, ne, ne);
+  project(p, ws.acts0, w.qkv, u, cd);
+  project(p, ws.acts0, w.gate, z, value_dim);
+  project(p, ws.acts0, w.beta, b, h_v);
+  project(p, ws.acts0, w.alpha, al, h_v);
+  const float* taps = f32_of(ws, w.conv1d);
+
+  // Conv per sequence over [window; its rows' inputs], then the window after each row goes to the row's plane
+  // (only the last in-place row's window is kept in the live plane).
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    const SeqGroup& sg = ws.groups[gr];
+    const int64_t m = static_cast<int64_t>(sg.rows.size());
+    float* hist = Workspace::grow(ws.hist, (n_prev + m) * cd);
+    std::memcpy(hist, mem.conv_state(sg.seq, sg.src[0], gi), sizeof(float) * n_prev * cd);
+    for (int64_t t = 0; t < m; ++t)
+      std::memcpy(hist + (n_prev + t) * cd, u + sg.rows[t] * cd, sizeof(float) * cd);
+    const int64_t chunk = 256, n_chunks = (cd + chunk - 1) / chunk;
+    p.pool.parallel_for(static_cast<size_t>(n_chunks), [&](size_t ch, int) {
+      const int64_t c0 = static_cast<int64_t>(ch) * chunk, c1 = std::min(cd, c0 + chunk);
+      for (int64_t t = 0; t < m; ++t) {
+        float* y = u + sg.rows[t] * cd;
+        for (int64_t ci = c0; ci < c1; ++ci) {
+          float acc = 0;
+          for (int64_t i = 0; i < d_conv; ++i) acc += taps[ci * d_conv + i] * hist[(t + i) * cd + ci];
+          y[ci] = acc;
+        }
+        kernels::silu(y + c0, y + c0, c1 - c0);
+      }
+    });
+    for (int64_t t = 0; t < m; ++t) {
+      const bool last_in_plane = t + 1 == m || sg.dst[t + 1] != sg.dst[t];
+      if (last_in_plane)
+        std::memcpy(mem.conv_state(sg.seq, sg.dst[t], gi), hist + (t + 1) * cd, sizeof(float) * n_prev * cd);
+    }
+  }
+
+  // L2-normalise q and k heads, scale q; gates.
+  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const float* dt_bias = f32_of(ws, w.dt_bias);
+  const float* ssm_a = f32_of(ws, w.a);
+  for (int64_t r = 0; r < n; ++r) {
+    float* y = u + r * cd;
+    for (int64_t h = 0; h < 2 * h_k; ++h) {
+      float* x = y + h * d;
+      const float s = 1.0f / std::max(std::sqrt(kernels::dot(x, x, d)), c.rms_eps);
+      for (int64_t i = 0; i < d; ++i) x[i] *= s;
+      if (h < h_k)
+        for (int64_t i = 0; i < d; ++i) x[i] *= q_scale;
+    }
+    for (int64_t j = 0; j < h_v; ++j) {
+      b[r * h_v + j] = ref::sigmoid(b[r * h_v + j]);
+      al[r * h_v + j] = ssm_a[j] * ref::softplus(al[r * h_v + j] + dt_bias[j]);
+    }
+  }
+
+  // The recurrence: one task per (sequence, value head), rows in order.
+  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, d);
+  p.pool.parallel_for(static_cast<size_t>(ws.n_groups * h_v), [&](size_t task, int thread) {
+    const SeqGroup& sg = ws.groups[static_cast<int64_t>(task) / h_v];
+    const int64_t j = static_cast<int64_t>(task) % h_v, kh = j % h_k;
+    float* r = ws.thread_scratch[thread].data();
+    for (size_t t = 0; t < sg.rows.size(); ++t) {
+      const int64_t row = sg.rows[t];
+      const float* y = u + row * cd;
+      delta_step(mem.ssm_state(sg.seq, sg.src[t], gi) + j * d * d,
+                 mem.ssm_state(sg.seq, sg.dst[t], gi) + j * d * d, y + key_dim + kh * d, y + kh * d,
+                 y + 2 * key_dim + j * d, b[row * h_v + j], al[row * h_v + j], d, r,
+                 o + row * value_dim + j * d);
+    }
+  });
+
+  // Gated RMSNorm per head (norm, then * silu(z)), output projection.
+  const float* norm = f32_of(ws, w.norm);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < h_v; ++j) {
+      float* oj = o + r * value_dim + j * d;
+      float* zj = z + r * value_dim + j * d;
+      kernels::rms_norm(oj, norm, d, c.rms_eps, oj);
+      kernels::silu(zj, zj, d);
+      for (int64_t i = 0; i < d; ++i) oj[i] *= zj[i];
+    }
+  }
+  ws.acts1.set(o, n, value_dim, value_dim);
+  project(p, ws.acts1, w.out, ws.m.data(), ne);
+}
+
+// Routed experts plus the shared expert over ws.f into ws.m.
+void moe(Pass& p, const MoeWeights& w) {
+  const Qwen35MoeConfig& c = p.c;
+  Workspace& ws = p.ws;
+  const int64_t n = p.n, ne = c.n_embd, n_exp = c.n_expert, k = c.n_expert_used, n_ff = c.n_ff_exp;
+  const int64_t n_pairs = n * k;
+  float* logits = ws.small0.data();  // n x n_exp
+  ws.acts0.set(ws.f.data(), n, ne, ne);
+  project(p, ws.acts0, w.router, logits, n_exp);
+
+  // Routing per row: softmax over all experts, top k (ties: lower index), renormalised. Pair r*k+j is row r's
+  // j-th choice.
+  int32_t* pair_expert = Workspace::grow(ws.idx0, n_pairs);
+  float* pair_w = Workspace::grow(ws.pair_w, n_pairs);
+  for (int64_t r = 0; r < n; ++r) {
+    float* pr = logits + r * n_exp;
+    kernels::softmax(pr, n_exp);
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < n_exp; ++e) {
+        bool taken = false;
+        for (int64_t q = 0; q < j; ++q) taken |= pair_expert[r * k + q] == e;
+        if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
+      }
+      pair_expert[r * k + j] = static_cast<int32_t>(best);
+      sum += pr[best];
+    }
+    const double denom = std::max(sum, 6.1035e-5);
+    const float ws_scale = p.params.expert_weights_scale;
+    for (int64_t j = 0; j < k; ++j) {
+      float wt = static_cast<float>(pr[pair_expert[r * k + j]] / denom);
+      if (ws_scale != 0.0f && ws_scale != 1.0f) wt *= ws_scale;
+      pair_w[r * k + j] = wt;
+    }
+  }
+
+  // Group by expert (counting sort, stable): sorted position s holds pair order[s]; expert e owns
+  // [offset[e], offset[e+1]). act_row[s] is the activation row of that pair; slot_of[pair] = s.
+  std::vector<int32_t>& offset = ws.idx1;
+  offset.assign(static_cast<size_t>(n_exp + 1), 0);
+  for (int64_t q = 0; q < n_pairs; ++q) ++offset[pair_expert[q] + 1];
+  for (int64_t e = 0; e < n_exp; ++e) offset[e + 1] += offset[e];
+  int32_t* act_row = Workspace::grow(ws.idx2, 2 * n_pairs);
+  int32_t* slot_of = act_row + n_pairs;
+  {
+    std::vector<int32_t>& fill = ws.cursor;
+    fill.assign(offset.begin(), offset.end() - 1);
+    for (int64_t q = 0; q < n_pairs; ++q) {
+      const int32_t s = fill[pair_expert[q]]++;
+      act_row[s] = static_cast<int32_t>(q / k);
+      slot_of[q] = s;
+    }
+  }
+
+  // Runs expert matrices `t` (a 3-D stack, n_out rows per expert) over each expert's rows of `acts`
+  // (row list: rows[s] for sorted positions s), one work item per (expert, chunk of output rows), into y
+  // (sorted positions x n_out).
+  auto run_experts = [&](const TensorView& t, const kernels::PreparedActivations& acts, const int32_t* rows,
+                         float* y) {
+    const int64_t n_out = t.ne[1], n_in = t.ne[0], chunks = (n_out + kExpertChunk - 1) / kExpertChunk;
+    std::vector<int32_t>& items = ws.items;
+    items.clear();
+    for (int64_t e = 0; e < n_exp; ++e)
+      if (offset[e + 1] > offset[e])
+        for (int64_t ch = 0; ch < chunks; ++ch) items.push_back(static_cast<int32_t>(e * chunks + ch));
+    p.pool.parallel_for(items.size(), [&](size_t it, int) {
+      const int64_t e = items[it] / chunks, ch = items[it] % chunks;
+      const int64_t o0 = ch * kExpertChunk, o1 = std::min(n_out, o0 + kExpertChunk);
+      const MatrixView we = MatrixView::stacked(t.type, t.data, n_in, n_out, e);
+      kernels::matmul_range(we, acts, rows + offset[e], offset[e + 1] - offset[e], o0, o1,
+                            y + offset[e] * n_out, n_out);
+    });
+  };
+  float* gate = ws.big0.data();  // n_pairs x n_ff, by sorted position
+  float* up = ws.big1.data();
+  float* down = ws.big2.data();  // n_pairs x ne
+  run_experts(w.gate_exps, ws.acts0.get(w.gate_exps.type, &p.pool), act_row, gate);
+  run_experts(w.up_exps, ws.acts0.get(w.up_exps.type, &p.pool), act_row, up);
+  for (int64_t s = 0; s < n_pairs; ++s)
+    kernels::swiglu(gate + s * n_ff, up + s * n_ff, gate + s * n_ff, n_ff);
+  ws.acts1.set(gate, n_pairs, n_ff, n_ff);
+  const int32_t* ident = ws.iota.data();  // sized by begin_pass
+  run_experts(w.down_exps, ws.acts1.get(w.down_exps.type, &p.pool), ident, down);
+
+  // Each row's expert outputs added in the order of its top-k list (not expert order): batch invariant.
+  float* out = ws.m.data();
+  for (int64_t r = 0; r < n; ++r) {
+    float* o = out + r * ne;
+    std::fill_n(o, ne, 0.0f);
+    for (int64_t j = 0; j < k; ++j) kernels::axpy(pair_w[r * k + j], down + slot_of[r * k + j] * ne, o, ne);
+  }
+
+  // Shared expert over all rows at once, gated by sigmoid(w_gate_shexp . f).
+  const int64_t n_sh = c.n_ff_shexp;
+  float* gs = ws.big0.data();  // n x n_sh
+  float* us = ws.big1.data();
+  float* ys = ws.big2.data();  // n x ne
+  project(p, ws.acts0, w.gate_shexp, gs, n_sh);
+  project(p, ws.acts0, w.up_shexp, us, n_sh);
+  for (int64_t r = 0; r < n; ++r) kernels::swiglu(gs + r * n_sh, us + r * n_sh, gs + r * n_sh, n_sh);
+  ws.acts1.set(gs, n, n_sh, n_sh);
+  project(p, ws.acts1, w.down_shexp, ys, ne);
+  const float* shg = f32_of(ws, w.shexp_gate);
+  for (int64_t r = 0; r < n; ++r) {
+    const float s = ref::sigmoid(kernels::dot(shg, ws.f.data() + r * ne, ne));
+    kernels::axpy(s, ys + r * ne, out + r * ne, ne);
+  }
+}
+
+// One pre-norm residual block over ws.x: x += mixer(RMSNorm(x)); x += MoE(RMSNorm(x)).
+void residual_block(Pass& p, const LayerWeights& w, int32_t attn_slot, int32_t gdn_index) {
+  const int64_t n = p.n, ne = p.c.n_embd;
+  Workspace& ws = p.ws;
+  float* x = ws.x.data();
+  rms_rows(x, f32_of(ws, w.attn_norm), n, ne, p.c.rms_eps, ws.a.data());
+  if (w.full_attention)
+    attention(p, w.attn, attn_slot);
+  else
+    delta_net(p, w.gdn, gdn_index);
+  for (int64_t i = 0; i < n * ne; ++i) x[i] += ws.m[i];
+  rms_rows(x, f32_of(ws, w.post_attention_norm), n, ne, p.c.rms_eps, ws.f.data());
+  moe(p, w.moe);
+  for (int64_t i = 0; i < n * ne; ++i) x[i] += ws.m[i];
+}
+
+// Checks the rows and groups them by sequence (each sequence's rows in order, consecutive positions); takes
+// KV blocks; sizes the workspace for n rows.
+Status begin_pass(const Model& model, const Batch& batch, Memory& mem, bool mtp) {
+  const Qwen35MoeConfig& c = model.config();
+  Workspace& ws = mem.workspace();
+  const int64_t n = batch.size();
+  if (n == 0) return invalid_argument("empty batch");
+  ws.seq_group.assign(static_cast<size_t>(mem.n_seq()), -1);
+  ws.n_groups = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const BatchRow& row = batch.rows[r];
+    if (!mem.seq_active(row.seq))
+      return invalid_argument("row ", r, ": sequence ", row.seq, " is not active");
+    if (row.token < 0 || row.token >= c.n_vocab)
+      return invalid_argument("row ", r, ": token ", row.token, " out of range (", c.n_vocab, ")");
+    int32_t& g = ws.seq_group[row.seq];
+    if (g < 0) {
+      if (static_cast<int64_t>(ws.groups.size()) <= ws.n_groups) ws.groups.emplace_back();
+      g = static_cast<int32_t>(ws.n_groups++);
+      ws.groups[g].seq = row.seq;
+      ws.groups[g].rows.clear();
+    }
+    SeqGroup& sg = ws.groups[g];
+    if (!sg.rows.empty() && row.pos != batch.rows[sg.rows.back()].pos + 1)
+      return invalid_argument("row ", r, ": sequence ", row.seq, " position ", row.pos, " does not follow ",
+                              batch.rows[sg.rows.back()].pos);
+    sg.rows.push_back(static_cast<int32_t>(r));
+  }
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    const SeqGroup& sg = ws.groups[gr];
+    const Memory::Seq& q = mem.seq(sg.seq);
+    const int64_t p0 = batch.rows[sg.rows[0]].pos;
+    if (!mtp && p0 != q.n_past)
+      return invalid_argument("sequence ", sg.seq, " continues at position ", q.n_past, ", not ", p0);
+    if (mtp && p0 < 0) return invalid_argument("negative position ", p0);
+    if (mtp && q.mtp_end > q.mtp_begin && p0 > q.mtp_end)
+      return invalid_argument("sequence ", sg.seq, ": MTP row at ", p0, " leaves a gap after ", q.mtp_end);
+  }
+  // Blocks before anything changes (on failure, blocks taken for earlier sequences stay attached to them).
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    const SeqGroup& sg = ws.groups[gr];
+    const int64_t end = batch.rows[sg.rows.back()].pos + 1;
+    if (!mem.ensure_positions(sg.seq, end)) {
+      return Status(StatusCode::kResourceExhausted,
+                    str_cat("sequence ", sg.seq, ": no room for position ", end - 1, " (context ",
+                            mem.options().n_ctx, ", ", mem.free_blocks(), " free KV blocks)"));
+    }
+  }
+
+  const int64_t ne = c.n_embd, qw = c.n_head * c.head_dim, kvw = c.n_head_kv * c.head_dim;
+  const int64_t width = std::max({2 * qw, 2 * kvw, c.gdn_conv_dim(), c.gdn_value_dim(),
+                                  c.n_expert_used * c.n_ff_exp, c.n_expert_used * ne, c.n_ff_shexp, 2 * ne});
+  for (auto* v : {&ws.x, &ws.a, &ws.m, &ws.f}) Workspace::grow(*v, n * ne);
+  for (auto* v : {&ws.big0, &ws.big1, &ws.big2}) Workspace::grow(*v, n * width);
+  for (auto* v : {&ws.small0, &ws.small1}) Workspace::grow(*v, n * std::max(c.ssm_dt_rank, c.n_expert));
+  const int64_t n_pairs = n * c.n_expert_used;
+  if (static_cast<int64_t>(ws.iota.size()) < n_pairs) {
+    const size_t old = ws.iota.size();
+    ws.iota.resize(static_cast<size_t>(n_pairs));
+    for (size_t i = old; i < ws.iota.size(); ++i) ws.iota[i] = static_cast<int32_t>(i);
+  }
+  if (ws.thread_scratch.size() < 64) ws.thread_scratch.resize(64);
+  return Status::Ok();
+}
+
+// Post-norm hidden of every row into out.hidden, logits of the rows that ask.
+void finish(Pass& p, const TensorView& norm, const TensorView& head, Outputs& out) {
+  const int64_t n = p.n, ne = p.c.n_embd, nv = p.c.n_vocab;
+  Workspace& ws = p.ws;
+  out.n_embd = ne;
+  out.n_vocab = nv;
+  out.hidden.resize(static_cast<size_t>(n * ne));
+  rms_rows(ws.x.data(), f32_of(ws, norm), n, ne, p.c.rms_eps, out.hidden.data());
+  out.logits_index.assign(static_cast<size_t>(n), -1);
+  int64_t n_logits = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    if (!p.batch.rows[r].logits) continue;
+    std::memcpy(ws.a.data() + n_logits * ne, out.hidden.data() + r * ne, sizeof(float) * ne);
+    out.logits_index[r] = static_cast<int32_t>(n_logits++);
+  }
+  out.logits.resize(static_cast<size_t>(n_logits * nv));
+  if (n_logits == 0) return;
+  ws.acts0.set(ws.a.data(), n_logits, ne, ne);
+  project(p, ws.acts0, head, out.logits.data(), nv);
+}
+
+}  // namespace
+
+Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out, ThreadPool& pool) {
+  const Qwen35MoeConfig& c = model.config();
+  const Qwen35MoeWeights& w = model.weights();
+  MTP_RETURN_IF_ERROR(begin_pass(model, batch, mem, false));
+  Workspace& ws = mem.workspace();
+  MTP_CHECK(pool.size() <= static_cast<int>(ws.thread_scratch.size()), "at most 64 threads");
+  Pass p{c, model.params(), mem, ws, pool, batch, batch.size(), false};
+
+  // GDN planes per sequence: rows before the last K update the live plane in place; each of the last K rows
+  // writes its own plane (the ones other than the live one, in turn), so the state after any of them, and the
+  // one before the batch when it has at most K rows, stay available for rollback.
+  const int32_t K = mem.options().n_snapshots, planes = mem.n_planes();
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    SeqGroup& sg = ws.groups[gr];
+    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = std::max<int64_t>(0, m - K);
+    const int32_t live = mem.seq(sg.seq).live;
+    sg.src.resize(static_cast<size_t>(m));
+    sg.dst.resize(static_cast<size_t>(m));
+    for (int64_t t = 0; t < m; ++t) {
+      sg.src[t] = t == 0 ? live : sg.dst[t - 1];
+      sg.dst[t] = t < first_snap ? live : static_cast<int32_t>((live + 1 + (t - first_snap)) % planes);
+    }
+  }
+
+  for (int64_t r = 0; r < p.n; ++r)
+    ref::dequantize_row_of(w.token_embd, batch.rows[r].token, ws.x.data() + r * c.n_embd);
+  for (int64_t il = 0; il < c.n_layer; ++il)
+    residual_block(p, w.layers[il], mem.attn_slot(il), mem.gdn_index(il));
+
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    const SeqGroup& sg = ws.groups[gr];
+    Memory::Seq& q = mem.seq(sg.seq);
+    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = std::max<int64_t>(0, m - K);
+    q.before_plane = first_snap == 0 ? q.live : -1;
+    q.plane_after.assign(static_cast<size_t>(m), -1);
+    for (int64_t t = std::max<int64_t>(0, first_snap - 1); t < m; ++t) q.plane_after[t] = sg.dst[t];
+    q.live = sg.dst[m - 1];
+    q.last_p0 = q.n_past;
+    q.last_n = m;
+    q.n_past += m;
+  }
+  finish(p, w.output_norm, w.output, out);
+  return Status::Ok();
+}
+
+Status forward_mtp(const Model& model, const Batch& batch, Memory& mem, Outputs& out, ThreadPool& pool) {
+  const Qwen35MoeConfig& c = model.config();
+  if (!model.has_mtp()) return invalid_argument("the model has no MTP block");
+  if (mem.mtp_slot() < 0) return invalid_argument("the memory keeps no MTP KV");
+  const int64_t ne = c.n_embd;
+  if (static_cast<int64_t>(batch.h_prev.size()) != batch.size() * ne)
+    return invalid_argument("MTP batch has ", batch.h_prev.size(), " h_prev values for ", batch.size(),
+                            " rows");
+  MTP_RETURN_IF_ERROR(begin_pass(model, batch, mem, true));
+  Workspace& ws = mem.workspace();
+  MTP_CHECK(pool.size() <= static_cast<int>(ws.thread_scratch.size()), "at most 64 threads");
+  const MtpWeights& mw = *model.weights().mtp;
+  Pass p{c, model.params(), mem, ws, pool, batch, batch.size(), true};
+
+  // Cached MTP rows at >= the first row's position are stale; the rows extend [begin, end).
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    const SeqGroup& sg = ws.groups[gr];
+    Memory::Seq& q = mem.seq(sg.seq);
+    const int64_t p0 = batch.rows[sg.rows[0]].pos;
+    if (q.mtp_end == q.mtp_begin || p0 < q.mtp_begin) q.mtp_begin = p0;
+    q.mtp_end = p0 + static_cast<int64_t>(sg.rows.size());
+  }
+
+  // x0 = eh_proj . [enorm(E[token]); hnorm(h_prev)]
+  float* cat = ws.big0.data();  // n x 2ne
+  const float* enorm = f32_of(ws, mw.enorm);
+  const float* hnorm = f32_of(ws, mw.hnorm);
+  for (int64_t r = 0; r < p.n; ++r) {
+    float* e = ws.a.data() + r * ne;
+    ref::dequantize_row_of(mw.embed_tokens, batch.rows[r].token, e);
+    kernels::rms_norm(e, enorm, ne, c.rms_eps, cat + r * 2 * ne);
+    kernels::rms_norm(batch.h_prev.data() + r * ne, hnorm, ne, c.rms_eps, cat + r * 2 * ne + ne);
+  }
+  ws.acts1.set(cat, p.n, 2 * ne, 2 * ne);
+  project(p, ws.acts1, mw.eh_proj, ws.x.data(), ne);
+  residual_block(p, mw.block, mem.mtp_slot(), -1);
+  finish(p, mw.shared_head_norm, mw.head, out);
+  return Status::Ok();
+}
+
+}  // namespace mtp

@@ -1,0 +1,131 @@
+// Per-sequence state of the engine (design.md section 3, qwen35moe.md sections 4.3 and 5), for many sequences
+// at once:
+//  * attention KV (post-norm, post-RoPE K and V) of every trunk full-attention layer and of the MTP block, in
+//  ONE
+//    pool of fixed-size blocks shared by all sequences. A block holds `block_size` consecutive positions of
+//    one sequence for every attention slot (trunk attention layers, then the MTP block), so a sequence's
+//    block table maps position p to block table[p / block_size] for all its layers, and one long sequence may
+//    use most of the pool while others stay short. F32 only for now.
+//  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
+//  in
+//    K+1 "planes" per sequence (K = max draft length + 1 snapshots). The forward pass writes the state after
+//    each of a sequence's last K rows of a batch into its own plane (the delta rule runs out of place,
+//    reading the previous row's plane), so rollback(seq, keep) only re-points the live plane: no copy at all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "model/qwen35moe_config.h"
+
+namespace mtp {
+
+struct MemoryOptions {
+  int64_t n_ctx = 4096;      // positions in the shared KV pool, all sequences together (`-c`)
+  int32_t n_seq = 1;         // sequence slots (`-np`)
+  int32_t n_snapshots = 4;   // K: GDN states kept after each of the last K rows (max draft length + 1)
+  int64_t block_size = 256;  // positions per KV block
+  bool mtp = true;           // keep KV for the MTP block (when the model has one)
+  // Memory the state may take; 0 = 90% of physical memory. Exceeding it is a clear error at create().
+  uint64_t max_bytes = 0;
+};
+
+struct Workspace;  // the forward pass's scratch (forward.cpp)
+
+class Memory {
+ public:
+  // Sizes everything from the options: ceil(n_ctx / block_size) + n_seq blocks (one partial block per
+  // sequence), n_seq * (K+1) GDN planes. Fails with kResourceExhausted, naming the sizes, when that exceeds
+  // max_bytes.
+  static Expected<Memory> create(const Qwen35MoeConfig& config, const MemoryOptions& options);
+  Memory(Memory&&) noexcept;
+  Memory& operator=(Memory&&) noexcept;
+  ~Memory();
+
+  // A free sequence slot, reset to empty; kResourceExhausted when all n_seq are in use.
+  Expected<int32_t> seq_create();
+  void seq_free(int32_t seq);
+  // Empty caches, zero recurrent state (keeps the slot).
+  void seq_reset(int32_t seq);
+  bool seq_active(int32_t seq) const;
+  // Trunk positions processed: the next trunk row of this sequence must be at this position.
+  int64_t seq_pos(int32_t seq) const;
+  // The MTP block's cached positions [begin, end) (empty when begin == end).
+  int64_t mtp_begin(int32_t seq) const;
+  int64_t mtp_end(int32_t seq) const;
+
+  // Keeps the first `keep_rows` rows of this sequence's last trunk batch (n rows at p0..p0+n-1): the GDN
+  // state becomes the one after row keep_rows-1 (the state before the batch for 0), the trunk KV is truncated
+  // to positions < p0 + keep_rows and the MTP KV to the same bound. Valid for n - K <= keep_rows <= n; single
+  // use until the next trunk batch of the sequence.
+  Status rollback(int32_t seq, int64_t keep_rows);
+  // Drops the MTP KV rows at positions >= pos.
+  void truncate_mtp(int32_t seq, int64_t pos);
+
+  const MemoryOptions& options() const { return opt_; }
+  uint64_t bytes() const;  // everything allocated
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+
+  // --- For the forward pass. ---
+  struct Seq {
+    bool active = false;
+    int64_t n_past = 0;
+    int64_t mtp_begin = 0, mtp_end = 0;
+    std::vector<int32_t> blocks;  // block table
+    int32_t live = 0;             // GDN plane holding the current state
+    // The last trunk batch: rows p0..p0+n-1; plane_after[t] = plane with the state after row t, or -1.
+    int64_t last_p0 = 0, last_n = 0;
+    int32_t before_plane = -1;  // plane with the state before the batch, or -1 when overwritten
+    std::vector<int32_t> plane_after;
+  };
+  Seq& seq(int32_t s) { return seqs_[static_cast<size_t>(s)]; }
+  const Seq& seq(int32_t s) const { return seqs_[static_cast<size_t>(s)]; }
+  int32_t n_seq() const { return static_cast<int32_t>(seqs_.size()); }
+  int32_t n_planes() const { return opt_.n_snapshots + 1; }
+  int32_t n_attn_slots() const { return n_attn_slots_; }
+  int32_t mtp_slot() const { return mtp_slot_; }  // -1 when there is no MTP KV
+  int32_t attn_slot(int64_t layer) const { return attn_slot_[static_cast<size_t>(layer)]; }
+  int32_t gdn_index(int64_t layer) const { return gdn_index_[static_cast<size_t>(layer)]; }
+  int64_t kv_width() const { return kv_width_; }
+  // Blocks so that positions < end are addressable; false (nothing changed) when the pool is exhausted or
+  // end > n_ctx.
+  bool ensure_positions(int32_t s, int64_t end);
+  // K (kv = 0) or V (kv = 1) row of `slot` at position p of sequence s.
+  float* kv_row(int32_t s, int32_t slot, int kv, int64_t p) {
+    const Seq& q = seqs_[static_cast<size_t>(s)];
+    const int64_t b = q.blocks[static_cast<size_t>(p / opt_.block_size)];
+    return kv_.get() +
+           (((b * n_attn_slots_ + slot) * 2 + kv) * opt_.block_size + p % opt_.block_size) * kv_width_;
+  }
+  int64_t conv_floats() const { return conv_floats_; }
+  int64_t ssm_floats() const { return ssm_floats_; }
+  float* conv_state(int32_t s, int32_t plane, int32_t g) { return gdn_state(s, plane, g); }
+  float* ssm_state(int32_t s, int32_t plane, int32_t g) { return gdn_state(s, plane, g) + conv_floats_; }
+  Workspace& workspace() { return *ws_; }
+
+ private:
+  Memory() = default;
+  float* gdn_state(int32_t s, int32_t plane, int32_t g) {
+    return gdn_.get() +
+           ((static_cast<int64_t>(s) * n_planes() + plane) * n_gdn_ + g) * (conv_floats_ + ssm_floats_);
+  }
+  void trim_blocks(int32_t s);
+
+  Qwen35MoeConfig config_;
+  MemoryOptions opt_;
+  int32_t n_attn_slots_ = 0, mtp_slot_ = -1, n_gdn_ = 0;
+  std::vector<int32_t> attn_slot_, gdn_index_;  // per trunk layer, -1 when not of that kind
+  int64_t kv_width_ = 0, conv_floats_ = 0, ssm_floats_ = 0;
+  // Not zero-filled (pages are touched only when used): KV rows are written before they are read, and a
+  // sequence's GDN planes are zeroed by seq_create/seq_reset.
+  std::unique_ptr<float[]> kv_;   // n_blocks x n_attn_slots x {K, V} x block_size x kv_width
+  std::unique_ptr<float[]> gdn_;  // n_seq x planes x n_gdn x (conv + ssm)
+  uint64_t kv_bytes_ = 0, gdn_bytes_ = 0;
+  std::vector<int32_t> free_;
+  std::vector<Seq> seqs_;
+  std::unique_ptr<Workspace> ws_;
+};
+
+}  // namespace mtp

@@ -1,0 +1,173 @@
+#include "model/memory.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "workspace.h"
+
+namespace mtp {
+
+namespace {
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+double mib(uint64_t b) {
+  return static_cast<double>(b) / (1024.0 * 1024.0);
+}
+}  // namespace
+
+Memory::Memory(Memory&&) noexcept = default;
+Memory& Memory::operator=(Memory&&) noexcept = default;
+Memory::~Memory() = default;
+
+Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o) {
+  if (o.n_ctx <= 0) return invalid_argument("context size must be > 0, got ", o.n_ctx);
+  if (o.n_seq <= 0) return invalid_argument("sequence slots must be > 0, got ", o.n_seq);
+  if (o.n_snapshots <= 0) return invalid_argument("snapshots must be > 0, got ", o.n_snapshots);
+  if (o.block_size <= 0) return invalid_argument("KV block size must be > 0, got ", o.block_size);
+  Memory m;
+  m.config_ = c;
+  m.opt_ = o;
+  m.attn_slot_.assign(static_cast<size_t>(c.n_layer), -1);
+  m.gdn_index_.assign(static_cast<size_t>(c.n_layer), -1);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    if (c.is_full_attention(il))
+      m.attn_slot_[il] = m.n_attn_slots_++;
+    else
+      m.gdn_index_[il] = m.n_gdn_++;
+  }
+  if (o.mtp && c.n_nextn > 0) m.mtp_slot_ = m.n_attn_slots_++;
+  m.kv_width_ = c.n_head_kv * c.head_dim;
+  m.conv_floats_ = (c.ssm_d_conv - 1) * c.gdn_conv_dim();
+  m.ssm_floats_ = c.ssm_dt_rank * c.ssm_d_state * c.ssm_d_state;
+
+  const int64_t n_blocks = (o.n_ctx + o.block_size - 1) / o.block_size + o.n_seq;
+  const uint64_t kv_floats =
+      static_cast<uint64_t>(n_blocks) * m.n_attn_slots_ * 2 * o.block_size * m.kv_width_;
+  const uint64_t gdn_floats =
+      static_cast<uint64_t>(o.n_seq) * m.n_planes() * m.n_gdn_ * (m.conv_floats_ + m.ssm_floats_);
+  m.kv_bytes_ = kv_floats * sizeof(float);
+  m.gdn_bytes_ = gdn_floats * sizeof(float);
+  const uint64_t limit = o.max_bytes != 0 ? o.max_bytes : physical_memory() / 10 * 9;
+  if (limit != 0 && m.kv_bytes_ + m.gdn_bytes_ > limit) {
+    return Status(
+        StatusCode::kResourceExhausted,
+        str_cat("the model state does not fit: KV cache for ", o.n_ctx, " positions (", n_blocks,
+                " blocks of ", o.block_size, ", ", m.n_attn_slots_, " attention layers, f32) takes ",
+                mib(m.kv_bytes_), " MiB and the recurrent state of ", o.n_seq, " sequences x ", m.n_planes(),
+                " planes x ", m.n_gdn_, " delta-net layers takes ", mib(m.gdn_bytes_), " MiB; ", mib(limit),
+                " MiB available (reduce -c, -np or the draft length)"));
+  }
+  m.kv_.reset(new float[std::max<uint64_t>(kv_floats, 1)]);
+  m.gdn_.reset(new float[std::max<uint64_t>(gdn_floats, 1)]);
+  m.free_.resize(static_cast<size_t>(n_blocks));
+  // Handed out from the back: block 0 first.
+  for (int64_t b = 0; b < n_blocks; ++b) m.free_[b] = static_cast<int32_t>(n_blocks - 1 - b);
+  m.seqs_.resize(static_cast<size_t>(o.n_seq));
+  m.ws_ = std::make_unique<Workspace>();
+  return m;
+}
+
+uint64_t Memory::bytes() const {
+  return kv_bytes_ + gdn_bytes_;
+}
+
+Expected<int32_t> Memory::seq_create() {
+  for (int32_t s = 0; s < n_seq(); ++s) {
+    if (seqs_[s].active) continue;
+    seqs_[s].active = true;
+    seq_reset(s);
+    return s;
+  }
+  return Status(StatusCode::kResourceExhausted, str_cat("all ", n_seq(), " sequence slots are in use"));
+}
+
+void Memory::seq_free(int32_t s) {
+  MTP_CHECK(s >= 0 && s < n_seq());
+  seq_reset(s);
+  seqs_[s].active = false;
+}
+
+void Memory::seq_reset(int32_t s) {
+  MTP_CHECK(s >= 0 && s < n_seq());
+  Seq& q = seqs_[s];
+  q.n_past = q.mtp_begin = q.mtp_end = 0;
+  q.live = 0;
+  q.last_p0 = q.last_n = 0;
+  q.before_plane = -1;
+  q.plane_after.assign(static_cast<size_t>(n_planes()), -1);
+  trim_blocks(s);
+  for (int32_t g = 0; g < n_gdn_; ++g) std::fill_n(gdn_state(s, q.live, g), conv_floats_ + ssm_floats_, 0.0f);
+}
+
+bool Memory::seq_active(int32_t s) const {
+  return s >= 0 && s < n_seq() && seqs_[s].active;
+}
+int64_t Memory::seq_pos(int32_t s) const {
+  return seqs_[s].n_past;
+}
+int64_t Memory::mtp_begin(int32_t s) const {
+  return seqs_[s].mtp_begin;
+}
+int64_t Memory::mtp_end(int32_t s) const {
+  return seqs_[s].mtp_end;
+}
+
+bool Memory::ensure_positions(int32_t s, int64_t end) {
+  if (end > opt_.n_ctx) return false;
+  Seq& q = seqs_[s];
+  const int64_t need = (end + opt_.block_size - 1) / opt_.block_size - static_cast<int64_t>(q.blocks.size());
+  if (need <= 0) return true;
+  if (need > static_cast<int64_t>(free_.size())) return false;
+  for (int64_t i = 0; i < need; ++i) {
+    q.blocks.push_back(free_.back());
+    free_.pop_back();
+  }
+  return true;
+}
+
+void Memory::trim_blocks(int32_t s) {
+  Seq& q = seqs_[s];
+  const int64_t end = std::max(q.n_past, q.mtp_end);
+  const size_t keep = static_cast<size_t>((end + opt_.block_size - 1) / opt_.block_size);
+  while (q.blocks.size() > keep) {
+    free_.push_back(q.blocks.back());
+    q.blocks.pop_back();
+  }
+}
+
+void Memory::truncate_mtp(int32_t s, int64_t pos) {
+  Seq& q = seqs_[s];
+  q.mtp_end = std::min(q.mtp_end, std::max(pos, q.mtp_begin));
+  if (q.mtp_end == q.mtp_begin) q.mtp_begin = q.mtp_end = 0;
+  trim_blocks(s);
+}
+
+Status Memory::rollback(int32_t s, int64_t keep) {
+  if (!seq_active(s)) return invalid_argument("rollback of inactive sequence ", s);
+  Seq& q = seqs_[s];
+  if (q.last_n == 0) return invalid_argument("sequence ", s, " has no batch to roll back");
+  if (keep < 0 || keep > q.last_n)
+    return invalid_argument("rollback keeps ", keep, " of ", q.last_n, " rows");
+  if (keep == q.last_n) return Status::Ok();
+  const int32_t plane = keep == 0 ? q.before_plane : q.plane_after[static_cast<size_t>(keep - 1)];
+  if (plane < 0) {
+    return invalid_argument("sequence ", s, ": the state after ", keep, " of ", q.last_n,
+                            " rows was not kept (", opt_.n_snapshots, " snapshots)");
+  }
+  q.live = plane;
+  q.n_past = q.last_p0 + keep;
+  // Single use: the planes of later rows become free for the next batch.
+  q.last_n = 0;
+  q.before_plane = -1;
+  std::fill(q.plane_after.begin(), q.plane_after.end(), -1);
+  truncate_mtp(s, q.n_past);
+  trim_blocks(s);
+  return Status::Ok();
+}
+
+}  // namespace mtp
