@@ -11,10 +11,10 @@ FUZZ_SECONDS ?= 60
 MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3
+	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build build-asan build-fuzz run test unit-test asan-test fuzz bench format clean
+.PHONY: deps build build-asan build-fuzz run test unit-test asan-test fuzz chat-goldens bench format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -56,7 +56,12 @@ fuzz: build-fuzz
 	  -artifact_prefix=$(BUILD_FUZZ)/ \
 	  $(BUILD_FUZZ)/corpus fuzz/corpus/gguf
 
-test: unit-test asan-test fuzz
+# The chat-template goldens checked in under tests/chat/data were rendered by Python's jinja2; re-render them
+# with Debian's jinja2 (the system python, where apt installs it) and compare.
+chat-goldens: deps
+	/usr/bin/python3 tools/chat/render_reference.py --check
+
+test: unit-test asan-test fuzz chat-goldens
 
 bench: build
 	./$(BUILD)/bench/gguf/bench_gguf_open
