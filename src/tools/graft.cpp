@@ -218,10 +218,13 @@ std::vector<GraftProblem> check_graft(const GgufFile& trunk, const GgufFile& hea
     if (head.find_tensor(src) == nullptr)
       fail(false, "the head's MTP block lacks required tensor '", src, "'");
   }
-  if (options.with_embeddings && hv->head_only && !own_embeddings(head, *hv).empty() &&
-      head.find_tensor("token_embd.weight") == nullptr) {
-    fail(false,
-         "--with-embeddings: the head-only file carries no embeddings (extract it with --with-embeddings)");
+  if (options.with_embeddings) {
+    const bool has_own =
+        head.find_tensor(str_cat("blk.", hv->block, ".nextn.embed_tokens.weight")) != nullptr;
+    if (!has_own && head.find_tensor("token_embd.weight") == nullptr) {
+      fail(false, "--with-embeddings: ", head.path(),
+           " carries no embeddings (extract the head with --with-embeddings)");
+    }
   }
   return problems;
 }

@@ -114,6 +114,25 @@ TEST(Graft, WithEmbeddingsGivesTheBlockItsOwnCopies) {
   EXPECT_NE(out->find_tensor("blk.4.nextn.shared_head_head.weight"), nullptr);
 }
 
+TEST(Graft, WithEmbeddingsThroughAHeadOnlyFile) {
+  TempDir dir;
+  auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
+  auto donor = synth_file(dir, "donor.gguf", synth_options(true, GgmlType::F32, 7));
+  ThreadPool pool(2);
+  ASSERT_TRUE(tools::extract_head(donor, dir.file("bare.gguf"), false, pool).ok());
+  ASSERT_TRUE(tools::extract_head(donor, dir.file("full.gguf"), true, pool).ok());
+  tools::GraftOptions o;
+  o.with_embeddings = true;
+  auto bare = graft(trunk, dir.file("bare.gguf"), dir.file("out1.gguf"), o);
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.status().message().find("carries no embeddings"), std::string::npos)
+      << bare.status().message();
+  ASSERT_TRUE(graft(trunk, dir.file("full.gguf"), dir.file("out2.gguf"), o).ok());
+  // The same file as grafting straight from the donor model.
+  ASSERT_TRUE(graft(trunk, donor, dir.file("out3.gguf"), o).ok());
+  EXPECT_EQ(testing::read_bytes(dir.file("out2.gguf")), testing::read_bytes(dir.file("out3.gguf")));
+}
+
 // Each case: a head that differs in one checked property, and a fragment the refusal must contain.
 struct Mismatch {
   const char* what;
