@@ -64,23 +64,10 @@ Status check_half_row(const uint16_t* half, const float* src, int64_t n, bool is
 
 }  // namespace
 
+// The type table (types.cpp) is the one place that says which types this library encodes and decodes.
 bool is_quantize_supported(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL:
-    case GgmlType::IQ4_XS:
-    case GgmlType::Q8_K:
-      return true;
-    default:
-      return false;
-  }
+  const auto traits = type_traits(static_cast<int32_t>(type));
+  return traits && traits->computable;
 }
 
 bool uses_imatrix(GgmlType type) {
