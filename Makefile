@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 60
 MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2
+	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2 libcpp-httplib-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build build-asan build-fuzz run test unit-test asan-test fuzz chat-goldens bench format clean
@@ -37,9 +37,11 @@ build-fuzz: deps
 	  -DMTP_BUILD_TESTS=OFF -DMTP_BUILD_BENCH=OFF
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf_reader
 
-# The main job: for now, a summary of the bundled example model.
+# The main job on the bundled model: its summary, then generation with MTP speculative decoding (the text, then
+# tokens/s and the acceptance statistics on stderr).
 run: build
 	./$(BUILD)/src/tools/mtp inspect $(MODEL)
+	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "The quick brown fox" -n 96 --spec mtp --draft-max 3
 
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -1,7 +1,8 @@
 // Matmul benchmark: STREAM-style copy bandwidth, decode-sized products (1..8 rows) against the memory
 // bandwidth, the cost of extra rows relative to one row, and prompt-sized GMAC/s.
 //
-//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avx512] [--no-head] [--pool-mb N]
+//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avx512] [--no-head] [--gemm-only]
+//                 [--pool-mb N]
 //
 // Weights are replicated into a pool of distinct copies larger than the last-level cache (default 1024 MB)
 // and each call uses the next copy, so decode timings read weights from DRAM as a real model would.
@@ -153,7 +154,7 @@ void bench_gemm(GgmlType type, int64_t n_in, int64_t n_out, ThreadPool* tp2) {
   kernels::PreparedActivations acts;
   std::printf("  %-7s %5lldx%-5lld", std::string(type_name(type)).c_str(), static_cast<long long>(n_in),
               static_cast<long long>(n_out));
-  for (int64_t rows : {64, 256, 512}) {
+  for (int64_t rows : {8, 16, 64, 512}) {
     const auto tp0 = Clock::now();
     acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in, tp2);
     const double tprep = seconds_since(tp0);
@@ -173,12 +174,14 @@ void bench_gemm(GgmlType type, int64_t n_in, int64_t n_out, ThreadPool* tp2) {
 
 int main(int argc, char** argv) {
   std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::Q4_K, GgmlType::Q6_K};
-  bool head = true;
+  bool head = true, decode = true;
   int64_t pool_mb = 1024;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-head") {
       head = false;
+    } else if (a == "--gemm-only") {
+      decode = false;
     } else if (a == "--types" && i + 1 < argc) {
       types.clear();
       std::string list = argv[++i];
@@ -205,9 +208,9 @@ int main(int argc, char** argv) {
     } else if (a == "--pool-mb" && i + 1 < argc) {
       pool_mb = std::stoll(argv[++i]);
     } else {
-      std::fprintf(
-          stderr,
-          "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avx512] [--no-head] [--pool-mb N]\n");
+      std::fprintf(stderr,
+                   "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avx512] [--no-head] [--gemm-only] "
+                   "[--pool-mb N]\n");
       return 2;
     }
   }
@@ -221,6 +224,7 @@ int main(int argc, char** argv) {
 
   const int64_t pool_bytes = pool_mb << 20;
   for (GgmlType t : types) {
+    if (!decode) break;
     bench_shape(t, 2048, 512, pool_bytes, &tp2, bw1, bw2, 200);
     bench_shape(t, 512, 2048, pool_bytes, &tp2, bw1, bw2, 200);
     if (head) bench_shape(t, 2048, 248320, pool_bytes, &tp2, bw1, bw2, 3);

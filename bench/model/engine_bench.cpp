@@ -4,7 +4,10 @@
 // the multiply-add rate it implies. A program printing numbers, not a test; the machine is shared, so compare
 // ratios within one run.
 //
-//   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16]
+//   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16] [--pp-reps 2]
+//                [--cache-type f32|f16|q8_0]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_util.h"
 #include "base/timer.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -20,11 +24,11 @@ using namespace mtp;
 
 namespace {
 
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> v;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stoll(item));
-  return v;
+double process_cpu_seconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
 // STREAM-style copy bandwidth (bytes read + written per second), best of 5 over 512 MiB buffers.
@@ -73,15 +77,27 @@ Touched touched_per_token(const Model& m) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: engine_bench MODEL [--threads 1,2] [--depths 0,4096] [--decode N]\n");
+    std::fprintf(stderr,
+                 "usage: engine_bench MODEL [--threads 1,2] [--depths 0,4096] [--decode N] [--pp-reps N] "
+                 "[--cache-type f32|f16|q8_0]\n");
     return 2;
   }
   std::vector<int64_t> threads{1, 2}, depths{0, 4096};
-  int n_decode = 16;
+  int n_decode = 16, pp_reps = 2;
+  GgmlType cache_type = GgmlType::F32;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--depths")) depths = parse_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--threads")) threads = bench::parse_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--depths")) depths = bench::parse_list(argv[i + 1]);
     if (!std::strcmp(argv[i], "--decode")) n_decode = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--pp-reps")) pp_reps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--cache-type")) {
+      auto t = kv_cache_type_from_name(argv[i + 1]);
+      if (!t.ok()) {
+        std::fprintf(stderr, "%s\n", t.status().message().c_str());
+        return 2;
+      }
+      cache_type = *t;
+    }
   }
   auto model = Model::load(argv[1]);
   if (!model.ok()) {
@@ -107,6 +123,7 @@ int main(int argc, char** argv) {
       mo.n_seq = 1;
       mo.n_snapshots = 5;
       mo.mtp = false;
+      mo.cache_type_k = mo.cache_type_v = cache_type;
       auto mem = Memory::create(c, mo);
       if (!mem.ok()) {
         std::fprintf(stderr, "%s\n", mem.status().message().c_str());
@@ -137,35 +154,49 @@ int main(int argc, char** argv) {
         }
       }
       // Decode: single rows that stay.
+      const double dc0 = process_cpu_seconds();
       Timer td;
       for (int i = 0; i < n_decode; ++i) {
         b.clear();
         b.add(s, depth + i, token(depth + i), true);
         if (!forward(*model, b, *mem, out, pool).ok()) return 1;
       }
-      const double dec = n_decode / td.seconds();
-      std::printf("t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit)", (long long)nt,
-                  (long long)depth, dec, 100.0 * dec * tt.bytes / bw);
+      const double dsec = td.seconds(), dec = n_decode / dsec;
+      std::printf("t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit, cpu %.2f)", (long long)nt,
+                  (long long)depth, dec, 100.0 * dec * tt.bytes / bw,
+                  (process_cpu_seconds() - dc0) / (dsec * static_cast<double>(nt)));
       if (depth > 0) std::printf(", prompt fill %.1f tok/s", depth / fill_s);
       std::printf("; verify k+1 rows / 1 row:");
       for (int64_t rows = 2; rows <= 5; ++rows)
         std::printf(" k=%lld %.2fx", (long long)rows - 1, cost[rows] / cost[1]);
       std::printf("\n");
     }
-    // pp512 from an empty context.
+    // pp512 from an empty context: one warm-up pass (it maps every expert's pages), then pp_reps timed ones.
+    // cpu = process CPU time / (wall x threads): below 1 when the machine is shared.
     MemoryOptions mo;
     mo.n_ctx = 1024;
     mo.mtp = false;
+    mo.cache_type_k = mo.cache_type_v = cache_type;
     auto mem = Memory::create(c, mo);
-    const int32_t s = *mem->seq_create();
     Batch b;
     Outputs out;
-    for (int64_t j = 0; j < 512; ++j) b.add(s, j, token(j), j == 511);
-    Timer t;
-    if (!forward(*model, b, *mem, out, pool).ok()) return 1;
-    const double sec = t.seconds();
-    std::printf("t=%lld pp512: %.1f tok/s, %.1f GMAC/s (weights only)\n", (long long)nt, 512 / sec,
-                512 * tt.macs / sec / 1e9);
+    std::vector<double> secs, cpu;
+    for (int rep = 0; rep <= pp_reps; ++rep) {
+      mem->seq_free(0);
+      const int32_t s = *mem->seq_create();
+      b.clear();
+      for (int64_t j = 0; j < 512; ++j) b.add(s, j, token(j + rep), j == 511);
+      const double c0 = process_cpu_seconds();
+      Timer t;
+      if (!forward(*model, b, *mem, out, pool).ok()) return 1;
+      if (rep == 0) continue;
+      secs.push_back(t.seconds());
+      cpu.push_back((process_cpu_seconds() - c0) / (secs.back() * static_cast<double>(nt)));
+    }
+    for (size_t i = 0; i < secs.size(); ++i) {
+      std::printf("t=%lld pp512: %.1f tok/s, %.1f GMAC/s (weights only), cpu %.2f\n", (long long)nt,
+                  512 / secs[i], 512 * tt.macs / secs[i] / 1e9, cpu[i]);
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -10,8 +10,59 @@
 #include "quant/fp16.h"
 #include "quant/kernels.h"
 
+#if MTP_HAVE_X86_SIMD
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
 namespace mtp::kernels {
 namespace {
+
+#if MTP_HAVE_X86_SIMD
+// quantize_row_q8_K, bit for bit, into the AVX-512 layout (qs offset by 128): the first element of largest
+// magnitude maps to -127, q = min(127, nearest_int(iscale * x)) with ggml's add-1.5*2^23 rounding, d = 1 /
+// iscale, bsums of 16. Finite inputs.
+MTP_TARGET_AVX512 void prepare_q8_k_avx512(const float* x, int64_t nb, uint8_t* qs, float* d,
+                                           int16_t* bsums) {
+  const __m512i flip = _mm512_set1_epi32(0x80);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQK_K;
+    __m512 m = _mm512_setzero_ps();
+    for (int v = 0; v < 16; ++v) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * v)));
+    const float amax = _mm512_reduce_max_ps(m);
+    uint8_t* qb = qs + b * kQK_K;
+    if (amax == 0.0f) {
+      std::memset(qb, 0x80, kQK_K);
+      d[b] = 0.0f;
+      std::memset(bsums + 16 * b, 0, 32);
+      continue;
+    }
+    int idx = 0;
+    for (int v = 0; v < 16; ++v) {
+      const __mmask16 k =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * v)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (k != 0) {
+        idx = 16 * v + __builtin_ctz(k);
+        break;
+      }
+    }
+    const float iscale = -127.f / xb[idx];
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int v = 0; v < 16; ++v) {
+      const __m512 sh =
+          _mm512_add_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * v)), _mm512_set1_ps(12582912.0f));
+      __m512i q = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(sh), _mm512_set1_epi32(0x007FFFFF)),
+                                   _mm512_set1_epi32(0x00400000));
+      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+      bsums[16 * b + v] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * v),
+                       _mm512_cvtepi32_epi8(_mm512_xor_si512(q, flip)));
+    }
+    d[b] = 1 / iscale;
+  }
+}
+#endif
 
 int64_t align64(int64_t n) {
   return (n + 63) & ~int64_t{63};
@@ -73,6 +124,9 @@ void prepare_row(const detail::ActLayout& l, const float* x, uint8_t* row) {
     case ActFormat::kQ8_K: {
       float* d = reinterpret_cast<float*>(row + l.d_off);
       int16_t* bsums = reinterpret_cast<int16_t*>(row + l.aux_off);
+#if MTP_HAVE_X86_SIMD
+      if (l.isa == Isa::kAvx512) return prepare_q8_k_avx512(x, l.nb, row, d, bsums);
+#endif
       for (int64_t b = 0; b < l.nb; ++b) {
         BlockQ8_K blk;
         quantize_row_q8_K(x + b * kQK_K, &blk, kQK_K);

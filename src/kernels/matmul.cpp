@@ -1,5 +1,6 @@
 // The matmul driver: tiling over output rows and activation rows, threads, and kernel selection.
 #include <algorithm>
+#include <vector>
 
 #include "base/check.h"
 #include "kernels/matmul.h"
@@ -117,6 +118,26 @@ void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32
   const detail::RowDotFn fn = ks.dot[static_cast<int>(w.type)];
   MTP_CHECK(fn != nullptr, "no ", isa_name(layout.isa), " kernel for ", type_name(w.type));
 
+  const detail::TileFn tile_fn = ks.tile[static_cast<int>(w.type)];
+  if (tile_fn != nullptr && n_rows >= ks.tile_min_rows) {
+    // Tiles of kTileOut weight rows, each decoded once and run over all activation rows.
+    static thread_local std::vector<const uint8_t*> xs;
+    xs.resize(static_cast<size_t>(n_rows));
+    for (int64_t i = 0; i < n_rows; ++i) {
+      const int64_t r = rows != nullptr ? rows[i] : i;
+      MTP_CHECK(r >= 0 && r < x.n_rows());
+      xs[static_cast<size_t>(i)] = x.row(r);
+    }
+    for (int64_t ob = o_begin; ob < o_end; ob += detail::kTileOut) {
+      const int n = static_cast<int>(std::min<int64_t>(detail::kTileOut, o_end - ob));
+      // The next tile's weight rows are requested while this one is decoded (weights streamed from DRAM).
+      const int64_t next_end = std::min<int64_t>(o_end, ob + 2 * detail::kTileOut);
+      for (int64_t o = ob + detail::kTileOut; o < next_end; ++o)
+        prefetch_row(w.data + o * w.row_bytes, w.row_bytes);
+      tile_fn(w.data + ob * w.row_bytes, w.row_bytes, n, xs.data(), n_rows, layout, y + ob, y_stride);
+    }
+    return;
+  }
   const int tile = ks.tile_rows;
   const int64_t o_tile =
       n_rows <= tile ? o_end - o_begin : std::max<int64_t>(1, kWeightTileBytes / w.row_bytes);
@@ -151,7 +172,10 @@ void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t
   }
   // Chunks of output rows handed out dynamically: about 8 per thread, at least 4 rows each (the split does
   // not change any result).
-  const int64_t chunk = std::max<int64_t>(4, (n_out + 8 * n_threads - 1) / (8 * n_threads));
+  int64_t chunk = std::max<int64_t>(4, (n_out + 8 * n_threads - 1) / (8 * n_threads));
+  const detail::KernelSet& ks = detail::kernels_for(x.isa());
+  if (ks.tile[static_cast<int>(w.type)] != nullptr && x.n_rows() >= ks.tile_min_rows)
+    chunk = (chunk + detail::kTileOut - 1) / detail::kTileOut * detail::kTileOut;
   const int64_t n_chunks = (n_out + chunk - 1) / chunk;
   pool->parallel_for(static_cast<size_t>(n_chunks), [&](size_t c, int) {
     const int64_t ob = static_cast<int64_t>(c) * chunk;

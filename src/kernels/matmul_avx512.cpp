@@ -139,33 +139,8 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
 // ---- 256-element super-block types, dotted with Q8_K activations ----
 // A decoder gives, for chunk k = 0..3 (elements 64k .. 64k+63): vals(k) as int8, and scales(k), the integer
 // sub-block scale of each lane as float. Per lane and super-block, sum_k |lane_k| * |scale| stays below 2^24
-// (IQ4_XS: 4 * 4*127*127 * 32; Q6_K: 4 * 4*32*127 * 128; Q5_K: 4 * 4*31*127 * 63), so the per-super-block
+// (Q6_K: 4 * 4*32*127 * 128; Q5_K: 4 * 4*31*127 * 63), so the per-super-block
 // partial sums are exact integers; d_w * d_x is applied once per super-block.
-
-struct DecIQ4_XS {
-  static constexpr int kBytes = sizeof(BlockIQ4_XS);
-  static constexpr bool kHasMin = false;
-  const uint8_t* qs;
-  float d;
-  float ls[8];
-  T512 explicit DecIQ4_XS(const uint8_t* blk) {
-    const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
-    qs = b->qs;
-    d = h2f(b->d);
-    const unsigned sh = b->scales_h;
-    for (int ib = 0; ib < 8; ++ib) {
-      const int v = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4);
-      ls[ib] = static_cast<float>(v - 32);
-    }
-  }
-  T512 __m512i vals(int k) const {
-    return nibbles64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k)),
-                     table_of(kIq4nlValues));
-  }
-  T512 __m512 scales(int k) const { return two_halves(ls[2 * k], ls[2 * k + 1]); }
-  float dmin = 0.0f;
-  __m256i mins16 = {};
-};
 
 template <bool kFive>
 struct DecQ45_K {
@@ -392,7 +367,12 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
   s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
-  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = q8_k_rows<DecIQ4_XS>;
+  // IQ4_XS: the row and tile kernels of matmul_avx512_iq4xs.cpp (one summation order for both).
+  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_rows();
+  s.tile[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_tile();
+  // From 4 rows the tile kernel is faster (kernels_bench); at 1-3 rows the row kernel, on weights streamed
+  // from DRAM (the output head). Either gives the same bits.
+  s.tile_min_rows = 4;
   return s;
 }
 

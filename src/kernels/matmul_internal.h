@@ -41,15 +41,34 @@ inline constexpr int kMaxTileRows = 8;
 using RowDotFn = void (*)(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& layout,
                           float* out);
 
+// Weight rows of one call of a TileFn.
+inline constexpr int kTileOut = 16;
+
+// y[i * y_stride + o] = dot(weight row o, activation row x[i]) for o in [0, n_out), 1 <= n_out <= kTileOut,
+// i in [0, nx); weight row o at w + o * row_bytes. Bitwise the same as the type's RowDotFn for every pair, so
+// the driver may pick either for any batch.
+using TileFn = void (*)(const uint8_t* w, int64_t row_bytes, int n_out, const uint8_t* const* x, int64_t nx,
+                        const ActLayout& layout, float* y, int64_t y_stride);
+
 struct KernelSet {
   RowDotFn dot[kGgmlTypeCount] = {};
   int tile_rows = 1;  // rows the kernel handles per call at best
+  TileFn tile[kGgmlTypeCount] = {};
+  int tile_min_rows = 1 << 30;  // activation rows from which the tile kernels are faster
 };
 
 const KernelSet& scalar_kernels();
 const KernelSet& avx2_kernels();    // empty set where not compiled
 const KernelSet& avx512_kernels();  // empty set where not compiled
 const KernelSet& kernels_for(Isa isa);
+
+// matmul_avx512_iq4xs.cpp (nullptr where not compiled).
+RowDotFn avx512_iq4xs_rows();
+TileFn avx512_iq4xs_tile();
+// Whether the IQ4_XS tile kernel takes its integer sums from AMX (opt-in: MTP_AMX=1 in the environment, and
+// the CPU and OS allow it). Same bits either way. set_amx_enabled returns the previous setting (tests).
+bool amx_active();
+bool set_amx_enabled(bool on);
 
 inline const float* act_d(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const float*>(row + l.d_off);

@@ -61,6 +61,32 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void delta_rule_columns(const DeltaRuleRow* rows, int64_t n, int64_t d, int64_t c_begin) {
+  for (int64_t c = c_begin; c < d; ++c) {
+    for (int64_t t = 0; t < n; ++t) {
+      const DeltaRuleRow& w = rows[t];
+      float r = 0.0f;
+      for (int64_t i = 0; i < d; ++i) {
+        const float x = w.decay * w.src[i * d + c];
+        w.dst[i * d + c] = x;
+        r = std::fma(x, w.k[i], r);
+      }
+      r = w.beta * (w.v[c] - r);
+      float o = 0.0f;
+      for (int64_t i = 0; i < d; ++i) {
+        const float x = std::fma(w.k[i], r, w.dst[i * d + c]);
+        w.dst[i * d + c] = x;
+        o = std::fma(x, w.q[i], o);
+      }
+      w.out[c] = o;
+    }
+  }
+}
+
+void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d) {
+  delta_rule_columns(rows, n, d, 0);
+}
+
 }  // namespace scalar
 
 #if MTP_HAVE_X86_SIMD
@@ -214,6 +240,9 @@ void sigmoid(const float* x, float* out, int64_t n) {
 }
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   MTP_VEC_DISPATCH(swiglu, gate, up, out, n);
+}
+void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d) {
+  MTP_VEC_DISPATCH(delta_rule, rows, n, d);
 }
 
 }  // namespace mtp::kernels

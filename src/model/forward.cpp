@@ -9,6 +9,9 @@
 #include "kernels/matmul.h"
 #include "kernels/vec.h"
 #include "model/reference_ops.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+#include "quant/kernels.h"
 #include "workspace.h"
 
 namespace mtp {
@@ -62,6 +65,37 @@ void rope(float* head, int64_t n_rot, const double* cs) {
   }
 }
 
+// One K or V row (n values) into the cache's storage type.
+void store_kv(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
+  switch (type) {
+    case GgmlType::F16: {
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+      return;
+    }
+    case GgmlType::Q8_0:
+      quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), n);
+      return;
+    default:
+      std::memcpy(dst, src, sizeof(float) * n);
+  }
+}
+
+// Values [off, off + hd) of a stored K or V row as f32: the row itself (F32), else converted (exactly) into
+// buf. off and hd are multiples of 32 for Q8_0 (Memory::create checks the head size).
+const float* load_kv(GgmlType type, const uint8_t* row, int64_t off, int64_t hd, float* buf) {
+  switch (type) {
+    case GgmlType::F16:
+      kernels::f16_to_f32(reinterpret_cast<const uint16_t*>(row) + off, buf, hd);
+      return buf;
+    case GgmlType::Q8_0:
+      kernels::q8_0_to_f32(row + off / kQK8_0 * static_cast<int64_t>(sizeof(BlockQ8_0)), buf, hd);
+      return buf;
+    default:
+      return reinterpret_cast<const float*>(row) + off;
+  }
+}
+
 // Gated full attention over ws.a (n x n_embd) into ws.m; KV slot `slot` of the memory.
 void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   const Qwen35MoeConfig& c = p.c;
@@ -100,8 +134,8 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
       kernels::rms_norm(kh, k_norm, hd, c.rms_eps, kh);
       rope(kh, c.n_rot, cs.data());
     }
-    std::memcpy(p.mem.kv_row(row.seq, slot, 0, row.pos), k + r * kvw, sizeof(float) * kvw);
-    std::memcpy(p.mem.kv_row(row.seq, slot, 1, row.pos), v + r * kvw, sizeof(float) * kvw);
+    store_kv(p.mem.kv_type(0), k + r * kvw, p.mem.kv_row(row.seq, slot, 0, row.pos), kvw);
+    store_kv(p.mem.kv_type(1), v + r * kvw, p.mem.kv_row(row.seq, slot, 1, row.pos), kvw);
   }
 
   // Each (row, head) attends over its sequence's positions [begin, pos]: causal within the batch too.
@@ -111,7 +145,8 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   const int64_t group = n_head / n_kv;
   int64_t max_keys = 0;
   for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
-  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, max_keys + hd);
+  const GgmlType kt = p.mem.kv_type(0), vt = p.mem.kv_type(1);
+  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, max_keys + 2 * hd);
   p.pool.parallel_for(static_cast<size_t>(n * n_head), [&](size_t task, int thread) {
     const int64_t r = static_cast<int64_t>(task) / n_head, h = static_cast<int64_t>(task) % n_head;
     const BatchRow& row = p.batch.rows[r];
@@ -119,47 +154,24 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     const int64_t n_keys = row.pos + 1 - begin, j = h / group;
     float* sc = ws.thread_scratch[thread].data();
     float* sig = sc + n_keys;
+    float* kv_buf = sig + hd;
     const float* qh = qg + r * 2 * qw + 2 * h * hd;
-    for (int64_t t = 0; t < n_keys; ++t)
-      sc[t] = kernels::dot(qh, p.mem.kv_row(row.seq, slot, 0, begin + t) + j * hd, hd) * scale;
+    for (int64_t t = 0; t < n_keys; ++t) {
+      const float* kr = load_kv(kt, p.mem.kv_row(row.seq, slot, 0, begin + t), j * hd, hd, kv_buf);
+      sc[t] = kernels::dot(qh, kr, hd) * scale;
+    }
     kernels::softmax(sc, n_keys);
     float* oh = o + r * qw + h * hd;
     std::fill_n(oh, hd, 0.0f);
     for (int64_t t = 0; t < n_keys; ++t)
-      kernels::axpy(sc[t], p.mem.kv_row(row.seq, slot, 1, begin + t) + j * hd, oh, hd);
+      kernels::axpy(sc[t], load_kv(vt, p.mem.kv_row(row.seq, slot, 1, begin + t), j * hd, hd, kv_buf), oh,
+                    hd);
     // Query gate: o *= sigmoid(g).
     kernels::sigmoid(qh + hd, sig, hd);
     for (int64_t i = 0; i < hd; ++i) oh[i] *= sig[i];
   });
   ws.acts1.set(o, n, qw, qw);
   project(p, ws.acts1, w.output, ws.m.data(), ne);
-}
-
-// One step of the delta rule for one value head (reference delta_rule_step), out of place when src != dst
-// (the same operations either way, so in-place and snapshot rows give the same bits).
-void delta_step(const float* src, float* dst, const float* k, const float* q, const float* v, float beta,
-                float g, int64_t d, float* r, float* o) {
-  const float decay = std::exp(g);
-  std::fill_n(r, d, 0.0f);
-  for (int64_t i = 0; i < d; ++i) {
-    const float* s = src + i * d;
-    float* t = dst + i * d;
-    const float ki = k[i];
-    for (int64_t c = 0; c < d; ++c) {
-      t[c] = decay * s[c];
-      r[c] += t[c] * ki;
-    }
-  }
-  for (int64_t c = 0; c < d; ++c) r[c] = beta * (v[c] - r[c]);  // delta
-  std::fill_n(o, d, 0.0f);
-  for (int64_t i = 0; i < d; ++i) {
-    float* t = dst + i * d;
-    const float ki = k[i], qi = q[i];
-    for (int64_t c = 0; c < d; ++c) {
-      t[c] += ki * r[c];
-      o[c] += t[c] * qi;
-    }
-  }
 }
 
 // Gated DeltaNet over ws.a into ws.m; GDN layer index `g` of the memory.
@@ -231,19 +243,22 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   }
 
   // The recurrence: one task per (sequence, value head), rows in order.
-  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, d);
+  // (kernels::delta_rule: the reference delta_rule_step with fused multiply-adds, out of place when the
+  // planes differ; in-place and snapshot rows give the same bits.)
   p.pool.parallel_for(static_cast<size_t>(ws.n_groups * h_v), [&](size_t task, int thread) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(task) / h_v];
     const int64_t j = static_cast<int64_t>(task) % h_v, kh = j % h_k;
-    float* r = ws.thread_scratch[thread].data();
+    std::vector<kernels::DeltaRuleRow>& steps = ws.delta_rows[thread];
+    steps.clear();
     for (size_t t = 0; t < sg.rows.size(); ++t) {
       const int64_t row = sg.rows[t];
       const float* y = u + row * cd;
-      delta_step(mem.ssm_state(sg.seq, sg.src[t], gi) + j * d * d,
-                 mem.ssm_state(sg.seq, sg.dst[t], gi) + j * d * d, y + key_dim + kh * d, y + kh * d,
-                 y + 2 * key_dim + j * d, b[row * h_v + j], al[row * h_v + j], d, r,
-                 o + row * value_dim + j * d);
+      steps.push_back({mem.ssm_state(sg.seq, sg.src[t], gi) + j * d * d,
+                       mem.ssm_state(sg.seq, sg.dst[t], gi) + j * d * d, y + key_dim + kh * d, y + kh * d,
+                       y + 2 * key_dim + j * d, b[row * h_v + j], std::exp(al[row * h_v + j]),
+                       o + row * value_dim + j * d});
     }
+    kernels::delta_rule(steps.data(), static_cast<int64_t>(steps.size()), d);
   });
 
   // Gated RMSNorm per head (norm, then * silu(z)), output projection.
@@ -449,6 +464,7 @@ Status begin_pass(const Model& model, const Batch& batch, Memory& mem, bool mtp)
     for (size_t i = old; i < ws.iota.size(); ++i) ws.iota[i] = static_cast<int32_t>(i);
   }
   if (ws.thread_scratch.size() < 64) ws.thread_scratch.resize(64);
+  if (ws.delta_rows.size() < 64) ws.delta_rows.resize(64);
   return Status::Ok();
 }
 

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <string>
 
 #include "base/check.h"
 #include "workspace.h"
@@ -20,6 +22,15 @@ double mib(uint64_t b) {
 }
 }  // namespace
 
+Expected<GgmlType> kv_cache_type_from_name(std::string_view name) {
+  std::string lower(name);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower == "f32") return GgmlType::F32;
+  if (lower == "f16") return GgmlType::F16;
+  if (lower == "q8_0") return GgmlType::Q8_0;
+  return invalid_argument("unknown KV cache type '", name, "' (expected f32, f16 or q8_0)");
+}
+
 Memory::Memory(Memory&&) noexcept = default;
 Memory& Memory::operator=(Memory&&) noexcept = default;
 Memory::~Memory() = default;
@@ -29,6 +40,12 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   if (o.n_seq <= 0) return invalid_argument("sequence slots must be > 0, got ", o.n_seq);
   if (o.n_snapshots <= 0) return invalid_argument("snapshots must be > 0, got ", o.n_snapshots);
   if (o.block_size <= 0) return invalid_argument("KV block size must be > 0, got ", o.block_size);
+  for (GgmlType t : {o.cache_type_k, o.cache_type_v}) {
+    if (t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::Q8_0)
+      return invalid_argument("KV cache type ", type_name(t), " is not supported (f32, f16 or q8_0)");
+    if (t == GgmlType::Q8_0 && c.head_dim % 32 != 0)
+      return invalid_argument("a q8_0 KV cache needs a head size that is a multiple of 32, not ", c.head_dim);
+  }
   Memory m;
   m.config_ = c;
   m.opt_ = o;
@@ -46,23 +63,25 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   m.ssm_floats_ = c.ssm_dt_rank * c.ssm_d_state * c.ssm_d_state;
 
   const int64_t n_blocks = (o.n_ctx + o.block_size - 1) / o.block_size + o.n_seq;
-  const uint64_t kv_floats =
-      static_cast<uint64_t>(n_blocks) * m.n_attn_slots_ * 2 * o.block_size * m.kv_width_;
+  m.kv_bytes_row_[0] = row_size(o.cache_type_k, m.kv_width_);
+  m.kv_bytes_row_[1] = row_size(o.cache_type_v, m.kv_width_);
+  const uint64_t kv_bytes = static_cast<uint64_t>(n_blocks) * m.n_attn_slots_ * o.block_size *
+                            static_cast<uint64_t>(m.kv_bytes_row_[0] + m.kv_bytes_row_[1]);
   const uint64_t gdn_floats =
       static_cast<uint64_t>(o.n_seq) * m.n_planes() * m.n_gdn_ * (m.conv_floats_ + m.ssm_floats_);
-  m.kv_bytes_ = kv_floats * sizeof(float);
+  m.kv_bytes_ = kv_bytes;
   m.gdn_bytes_ = gdn_floats * sizeof(float);
   const uint64_t limit = o.max_bytes != 0 ? o.max_bytes : physical_memory() / 10 * 9;
   if (limit != 0 && m.kv_bytes_ + m.gdn_bytes_ > limit) {
-    return Status(
-        StatusCode::kResourceExhausted,
-        str_cat("the model state does not fit: KV cache for ", o.n_ctx, " positions (", n_blocks,
-                " blocks of ", o.block_size, ", ", m.n_attn_slots_, " attention layers, f32) takes ",
-                mib(m.kv_bytes_), " MiB and the recurrent state of ", o.n_seq, " sequences x ", m.n_planes(),
-                " planes x ", m.n_gdn_, " delta-net layers takes ", mib(m.gdn_bytes_), " MiB; ", mib(limit),
-                " MiB available (reduce -c, -np or the draft length)"));
+    return Status(StatusCode::kResourceExhausted,
+                  str_cat("the model state does not fit: KV cache for ", o.n_ctx, " positions (", n_blocks,
+                          " blocks of ", o.block_size, ", ", m.n_attn_slots_, " attention layers, K ",
+                          type_name(o.cache_type_k), ", V ", type_name(o.cache_type_v), ") takes ",
+                          mib(m.kv_bytes_), " MiB and the recurrent state of ", o.n_seq, " sequences x ",
+                          m.n_planes(), " planes x ", m.n_gdn_, " delta-net layers takes ", mib(m.gdn_bytes_),
+                          " MiB; ", mib(limit), " MiB available (reduce -c, -np or the draft length)"));
   }
-  m.kv_.reset(new float[std::max<uint64_t>(kv_floats, 1)]);
+  m.kv_.reset(new uint8_t[std::max<uint64_t>(kv_bytes, 1)]);
   m.gdn_.reset(new float[std::max<uint64_t>(gdn_floats, 1)]);
   m.free_.resize(static_cast<size_t>(n_blocks));
   // Handed out from the back: block 0 first.

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include "model/qwen35moe_tensors.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mtp {
@@ -10,7 +11,61 @@ Expected<float> optional_float(const Metadata& md, const std::string& key) {
   return md.get<float>(key);
 }
 
+// Why the head's block cannot draft for `trunk` (empty when it can).
+Status check_head(const Qwen35MoeConfig& tc, const Metadata& trunk_md, const GgufFile& head,
+                  const Qwen35MoeConfig& hc) {
+  std::string problems;
+  auto compare = [&](const char* what, auto t, auto h) {
+    if (t != h) problems += str_cat(problems.empty() ? "" : "; ", what, ": model has ", t, ", head has ", h);
+  };
+  compare("embedding_length", tc.n_embd, hc.n_embd);
+  compare("vocabulary size", tc.n_vocab, hc.n_vocab);
+  compare("attention.head_count", tc.n_head, hc.n_head);
+  compare("attention.head_count_kv", tc.n_head_kv, hc.n_head_kv);
+  compare("attention.key_length", tc.head_dim, hc.head_dim);
+  compare("rope.dimension_count", tc.n_rot, hc.n_rot);
+  compare("rope.freq_base", tc.rope_freq_base, hc.rope_freq_base);
+  compare("expert_count", tc.n_expert, hc.n_expert);
+  compare("expert_used_count", tc.n_expert_used, hc.n_expert_used);
+  compare("expert_feed_forward_length", tc.n_ff_exp, hc.n_ff_exp);
+  compare("expert_shared_feed_forward_length", tc.n_ff_shexp, hc.n_ff_shexp);
+  auto tf = tokenizer_fingerprint(trunk_md);
+  auto hf = tokenizer_fingerprint(head.metadata());
+  if (tf.ok() && hf.ok() && *tf != *hf) compare("tokenizer fingerprint", *tf, *hf);
+  if (problems.empty()) return Status::Ok();
+  return invalid_argument("the head does not fit the model: ", problems);
+}
+
 }  // namespace
+
+Expected<Model> Model::load(const std::string& path, const std::string& head_path) {
+  MTP_ASSIGN_OR_RETURN(Model m, load(path));
+  if (head_path.empty()) return m;
+  MTP_ASSIGN_OR_RETURN(GgufFile head, GgufFile::open(head_path));
+  auto fail = [&](const Status& s) { return s.with_context(head_path); };
+  if (head.architecture() != kQwen35MoeArch)
+    return fail(unsupported("architecture is '", head.architecture(), "', expected '", kQwen35MoeArch, "'"));
+  const Metadata& md = head.metadata();
+  const std::string prefix = std::string(kQwen35MoeArch) + ".";
+  int64_t n_vocab = 0;
+  if (const TensorInfo* e = head.find_tensor("token_embd.weight"))
+    n_vocab = e->ne[1];
+  else
+    n_vocab = md.get_integer_or("mtp.head.n_vocab", 0).value_or(0);
+  auto hc = read_qwen35moe_config(md, n_vocab);
+  if (!hc.ok()) return fail(hc.status());
+  // The block: mtp.head.source_block in head-only files, else the file's own MTP block.
+  int64_t block = md.get_integer_or("mtp.head.source_block", -1).value_or(-1);
+  if (block < 0 && hc->n_nextn == 1) block = hc->n_layer;
+  if (block < 0) return fail(not_found("no MTP block (no mtp.head.source_block, no nextn_predict_layers)"));
+  MTP_RETURN_IF_ERROR(fail(check_head(m.config_, m.file_->metadata(), head, *hc)));
+  auto mtp = bind_mtp_block(head, m.config_, block, m.weights_);
+  if (!mtp.ok()) return fail(mtp.status());
+  m.weights_.mtp = *mtp;
+  m.config_.n_nextn = 1;
+  m.head_file_.emplace(std::move(head));
+  return m;
+}
 
 Expected<Model> Model::load(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));

@@ -121,6 +121,25 @@ LayerWeights bind_layer(const Binder& b, const Qwen35MoeConfig& c, int64_t il) {
   return w;
 }
 
+// The MTP block blk.{il} with the fallbacks of section 2.6 for its optional tensors (the trunk's).
+MtpWeights bind_mtp(const Binder& b, const Qwen35MoeConfig& c, int64_t il, const Qwen35MoeWeights& trunk) {
+  MtpWeights m;
+  m.block = bind_layer(b, c, il);
+  m.eh_proj = b.get(il, "nextn.eh_proj.weight");
+  m.enorm = b.get(il, "nextn.enorm.weight");
+  m.hnorm = b.get(il, "nextn.hnorm.weight");
+  m.shared_head_norm = b.get(il, "nextn.shared_head_norm.weight");
+  m.own_head_norm = m.shared_head_norm.valid();
+  if (!m.own_head_norm) m.shared_head_norm = trunk.output_norm;
+  m.head = b.get(il, "nextn.shared_head_head.weight");
+  m.own_head = m.head.valid();
+  if (!m.own_head) m.head = trunk.output;
+  m.embed_tokens = b.get(il, "nextn.embed_tokens.weight");
+  m.own_embed_tokens = m.embed_tokens.valid();
+  if (!m.own_embed_tokens) m.embed_tokens = trunk.token_embd;
+  return m;
+}
+
 }  // namespace
 
 std::string shape_string(const std::array<int64_t, 4>& ne) {
@@ -148,26 +167,18 @@ Expected<Qwen35MoeWeights> bind_qwen35moe_weights(const GgufFile& file, const Qw
   w.layers.reserve(static_cast<size_t>(c.n_layer));
   for (int64_t il = 0; il < c.n_layer; ++il) w.layers.push_back(bind_layer(b, c, il));
 
-  if (with_mtp) {
-    const int64_t il = c.n_layer;
-    MtpWeights m;
-    m.block = bind_layer(b, c, il);
-    m.eh_proj = b.get(il, "nextn.eh_proj.weight");
-    m.enorm = b.get(il, "nextn.enorm.weight");
-    m.hnorm = b.get(il, "nextn.hnorm.weight");
-    // Fallbacks of section 2.6 for the optional NextN tensors.
-    m.shared_head_norm = b.get(il, "nextn.shared_head_norm.weight");
-    m.own_head_norm = m.shared_head_norm.valid();
-    if (!m.own_head_norm) m.shared_head_norm = w.output_norm;
-    m.head = b.get(il, "nextn.shared_head_head.weight");
-    m.own_head = m.head.valid();
-    if (!m.own_head) m.head = w.output;
-    m.embed_tokens = b.get(il, "nextn.embed_tokens.weight");
-    m.own_embed_tokens = m.embed_tokens.valid();
-    if (!m.own_embed_tokens) m.embed_tokens = w.token_embd;
-    w.mtp = m;
-  }
+  if (with_mtp) w.mtp = bind_mtp(b, c, c.n_layer, w);
   return w;
+}
+
+Expected<MtpWeights> bind_mtp_block(const GgufFile& file, const Qwen35MoeConfig& trunk_config, int64_t block,
+                                    const Qwen35MoeWeights& trunk) {
+  Qwen35MoeConfig c = trunk_config;
+  c.n_layer = block;  // the block's own index, so the table names blk.{block}.* with the trunk's widths
+  c.n_nextn = 1;
+  Binder b;
+  MTP_RETURN_IF_ERROR(b.bind_all(file, qwen35moe_block_tensors(c, block)));
+  return bind_mtp(b, c, block, trunk);
 }
 
 }  // namespace mtp

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/vec.h"
 
 namespace mtp {
 
@@ -53,7 +54,8 @@ struct Workspace {
   std::vector<float> hist;                // (d_conv-1 + rows) x conv_dim, one sequence's conv inputs
   std::vector<int32_t> idx0, idx1, idx2;  // row lists
   std::vector<float> pair_w;              // MoE: per (row, k) weight
-  std::vector<std::vector<float>> thread_scratch;  // per thread: attention scores, delta-rule temporaries
+  std::vector<std::vector<float>> thread_scratch;              // per thread: attention scores, KV rows as f32
+  std::vector<std::vector<kernels::DeltaRuleRow>> delta_rows;  // per thread: one head's delta-rule steps
   ActCache acts0, acts1;
   // Small non-F32 vectors (norm weights, conv taps) dequantized once, by data address.
   std::unordered_map<const void*, std::vector<float>> f32_cache;

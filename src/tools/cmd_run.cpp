@@ -1,7 +1,8 @@
-// `mtp run -m MODEL -p PROMPT -n N`: generate text with the engine (forward.h; no speculation yet). The
-// prompt is tokenized with control tokens matched and processed in batches of -b rows, then N tokens are
-// sampled (greedy by default) and streamed to stdout as they complete UTF-8 characters. `--reference` uses
-// the slow reference forward pass instead (f32, one token at a time).
+// `mtp run -m MODEL -p PROMPT -n N`: generate text with the engine (engine.h). The prompt is tokenized with
+// control tokens matched and processed in batches of -b rows, then N tokens are sampled (greedy by default)
+// and streamed to stdout as they complete UTF-8 characters. `--spec mtp` drafts with the model's MTP block
+// (or a head file, --head) and verifies the drafts in one batch; the output is the same as `--spec none`.
+// `--reference` uses the slow reference forward pass instead (f32, one token at a time).
 //
 // --dump-logits FILE writes raw little-endian float32 logits, one row of n_vocab per position: the prompt's
 // positions first, then one row per generated token (the logits after feeding it). A run that generates G
@@ -16,10 +17,11 @@
 #include "base/atomic_file.h"
 #include "base/timer.h"
 #include "command.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
-#include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::tools {
@@ -37,6 +39,12 @@ struct RunArgs {
   int threads = 0;
   int batch = 512;
   bool reference = false;
+  std::string spec = "none";
+  spec::DraftParams draft;
+  std::string head;
+  int64_t draft_vocab = 0;
+  std::string draft_vocab_file;
+  std::string cache_type_k = "f32", cache_type_v = "f32";
 };
 
 Status write_row(AtomicFile* dump, const std::vector<float>& logits) {
@@ -48,20 +56,79 @@ double per_second(int64_t n, double seconds) {
   return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
 }
 
+// Generation through the serving engine: one slot, the same step loop the server runs.
+Status run_engine(const RunArgs& a, const Model& model, const Tokenizer& tok,
+                  const std::vector<int32_t>& prompt, ThreadPool& pool) {
+  EngineOptions eo;
+  eo.n_ctx = static_cast<int64_t>(prompt.size()) + a.n_predict + 1;
+  eo.n_slots = 1;
+  eo.n_batch = a.batch;
+  eo.spec = a.spec == "mtp" ? SpecType::kMtp : SpecType::kNone;
+  eo.draft = a.draft;
+  eo.head_path = a.head;
+  eo.draft_vocab = a.draft_vocab;
+  eo.draft_vocab_file = a.draft_vocab_file;
+  MTP_ASSIGN_OR_RETURN(eo.cache_type_k, kv_cache_type_from_name(a.cache_type_k));
+  MTP_ASSIGN_OR_RETURN(eo.cache_type_v, kv_cache_type_from_name(a.cache_type_v));
+  eo.end_tokens = default_end_tokens(model.vocab());
+  eo.n_sample = tok.n_tokens();
+  MTP_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, eo, pool));
+  RequestOptions ro;
+  ro.sampling = a.sampler;
+  ro.max_tokens = a.n_predict;
+  ro.ignore_eos = a.ignore_eos;
+  MTP_ASSIGN_OR_RETURN(uint64_t id, engine->submit(prompt, ro));
+  (void)id;
+  StreamDecoder decoder(tok);
+  std::vector<SlotEvent> events;
+  RequestTimings timings;
+  while (!engine->idle()) {
+    events.clear();
+    MTP_RETURN_IF_ERROR(engine->step(events));
+    for (const SlotEvent& e : events) {
+      for (const GeneratedToken& t : e.tokens) {
+        const std::string text = decoder.push(t.id);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+      }
+      std::fflush(stdout);
+      if (e.finish == FinishReason::kError) return Status(StatusCode::kInternal, e.error);
+      if (e.finish != FinishReason::kNone) timings = e.timings;
+    }
+  }
+  const std::string rest = decoder.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  const double prompt_s = timings.prompt_ms / 1e3, gen_s = timings.gen_ms / 1e3;
+  std::fprintf(
+      stderr, "prompt: %lld tokens in %.3f s (%.2f tok/s); generation: %lld tokens in %.3f s (%.2f tok/s)\n",
+      static_cast<long long>(timings.n_prompt), prompt_s, per_second(timings.n_prompt, prompt_s),
+      static_cast<long long>(timings.n_generated), gen_s, per_second(timings.n_generated - 1, gen_s));
+  if (eo.spec == SpecType::kMtp)
+    std::fprintf(stderr, "statistics draft-mtp: %s\n", timings.spec.summary().c_str());
+  return Status::Ok();
+}
+
 Status run(const RunArgs& a) {
   if (a.n_predict < 0) return invalid_argument("-n must be >= 0, got ", a.n_predict);
   if (a.sampler.temperature < 0) return invalid_argument("--temp must be >= 0");
   if (!(a.sampler.top_p > 0.0f && a.sampler.top_p <= 1.0f))
     return invalid_argument("--top-p must be in (0, 1]");
 
+  if (a.spec != "none" && a.spec != "mtp")
+    return invalid_argument("--spec must be none or mtp, got '", a.spec, "'");
+  if (!a.head.empty() && a.spec != "mtp") return invalid_argument("--head needs --spec mtp");
   ThreadPool pool(a.threads);
-  MTP_ASSIGN_OR_RETURN(Model model, Model::load(a.model));
+  MTP_ASSIGN_OR_RETURN(Model model, Model::load(a.model, a.head));
   if (model.vocab().tokens.empty()) return unsupported(a.model, ": the file has no tokenizer");
   MTP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::create(model.vocab()));
   EncodeOptions enc;
   enc.parse_special = true;
   const std::vector<int32_t> prompt = tok.encode(a.prompt, enc);
   if (prompt.empty()) return invalid_argument("the prompt has no tokens");
+  if (!a.reference && a.dump_logits.empty()) return run_engine(a, model, tok, prompt, pool);
+  if (a.spec != "none")
+    return invalid_argument("--spec works with the engine only (not --reference or --dump-logits)");
 
   std::optional<AtomicFile> dump;
   if (!a.dump_logits.empty()) {
@@ -182,6 +249,23 @@ CommandRunner register_run(CLI::App& app) {
                   "position, prompt positions then generated ones");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   cmd->add_option("-b,--batch-size", a->batch, "Prompt rows per forward pass")->capture_default_str();
+  cmd->add_option("--spec", a->spec, "Speculative decoding: none, or mtp (draft with the MTP block)")
+      ->capture_default_str();
+  cmd->add_option("--draft-max", a->draft.n_max, "Draft at most this many tokens per step")
+      ->capture_default_str();
+  cmd->add_option("--draft-min", a->draft.n_min, "Drop drafts shorter than this")->capture_default_str();
+  cmd->add_option("--draft-p-min", a->draft.p_min,
+                  "Stop drafting when the draft token's probability (over the top 10) is below this")
+      ->capture_default_str();
+  cmd->add_option("--head", a->head, "Draft with the MTP block of this head-only GGUF (mtp extract-head)");
+  cmd->add_option("--draft-vocab", a->draft_vocab, "Draft over this many token ids only (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--draft-vocab-file", a->draft_vocab_file,
+                  "Ranked ids for --draft-vocab (mtp draft-vocab build); default: the first N ids");
+  cmd->add_option("--cache-type-k", a->cache_type_k, "KV cache format of keys: f32, f16 or q8_0")
+      ->capture_default_str();
+  cmd->add_option("--cache-type-v", a->cache_type_v, "KV cache format of values: f32, f16 or q8_0")
+      ->capture_default_str();
   cmd->add_flag("--reference", a->reference,
                 "Use the slow reference forward pass (f32, one token at a time)");
   return [a] {

@@ -24,6 +24,8 @@ CommandRunner register_quantize(CLI::App& app);
 CommandRunner register_graft(CLI::App& app);
 CommandRunner register_extract_head(CLI::App& app);
 CommandRunner register_template(CLI::App& app);
+CommandRunner register_serve(CLI::App& app);
+CommandRunner register_draft_vocab(CLI::App& app);
 
 // Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
 int report_error(const std::string& command, const Status& status);

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   add(register_template);
   add(register_run);
   add(register_tokenize);
+  add(register_serve);
+  add(register_draft_vocab);
 
   try {
     app.parse(argc, argv);

@@ -14,11 +14,7 @@ namespace {
 
 using testing::fixtures;
 
-Model load(const std::string& path) {
-  auto m = Model::load(path);
-  if (!m.ok()) throw std::runtime_error(m.status().message());
-  return std::move(*m);
-}
+using testing::load;
 
 Memory make_memory(const Model& model, int32_t n_seq = 4, int64_t n_ctx = 1024, int32_t snaps = 4) {
   MemoryOptions o;
@@ -201,7 +197,7 @@ TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
 
 // A sequence's logits are bitwise the same alone, split into chunks, row by row, and next to other sequences.
 TEST(Engine, BatchInvariance) {
-  for (const std::string name : {"q8_0", "w_q4_k"}) {
+  for (const std::string name : {"q8_0", "w_q4_k", "w_iq4_xs"}) {  // w_iq4_xs: row and tile kernels mix
     Model model = load(model_path(name));
     ThreadPool pool(2);
     const std::vector<int32_t> prompt = tokens(20, model.config().n_vocab, 9);

@@ -46,6 +46,13 @@ inline const Fixtures& fixtures() {
   return *f;
 }
 
+// Loads a model or throws (test set-up).
+inline Model load(const std::string& path) {
+  auto m = Model::load(path);
+  if (!m.ok()) throw std::runtime_error(m.status().message());
+  return std::move(*m);
+}
+
 // Writes a copy of `src` to `dst` after `edit` has seen (and may change or drop, by returning false) every
 // tensor's spec and bytes.
 inline void rewrite_gguf(const std::string& src, const std::string& dst,

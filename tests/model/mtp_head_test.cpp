@@ -7,7 +7,7 @@
 #include "fixtures.h"
 #include "model/reference_forward.h"
 #include "model/reference_ops.h"
-#include "model/sampler.h"
+#include "engine/sampler.h"
 
 namespace mtp {
 namespace {

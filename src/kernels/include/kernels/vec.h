@@ -24,7 +24,35 @@ void sigmoid(const float* x, float* out, int64_t n);
 // out = silu(gate) * up (the SwiGLU of the feed-forward); out may alias either input.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
+// One step of the gated delta rule on a d x d state S (row i at src + i * d), for one value head:
+//   S' = decay * S;  r = S'^T k;  delta = beta * (v - r);  S' += k delta^T;  out = S'^T q
+// into dst (may equal src: in place).
+struct DeltaRuleRow {
+  const float* src;
+  float* dst;
+  const float* k;
+  const float* q;
+  const float* v;
+  float beta;
+  float decay;
+  float* out;
+};
+// Steps rows[0..n) in order (row t's src is usually row t-1's dst). Element-wise per column with a fixed
+// order over i and fused multiply-adds throughout: every ISA level gives the same bits, and a step's bits do
+// not depend on the other rows of the call.
+void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d);
+
+// Stored rows to f32, exactly (the same bits at every level): fp16 values, and Q8_0 blocks (n a multiple of
+// 32; d * q).
+void f16_to_f32(const uint16_t* x, float* out, int64_t n);
+void q8_0_to_f32(const void* blocks, float* out, int64_t n);
+
 namespace scalar {
+void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d);
+// Columns [c_begin, d) only (the SIMD versions' tail).
+void delta_rule_columns(const DeltaRuleRow* rows, int64_t n, int64_t d, int64_t c_begin);
+void f16_to_f32(const uint16_t* x, float* out, int64_t n);
+void q8_0_to_f32(const void* blocks, float* out, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);

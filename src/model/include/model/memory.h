@@ -5,7 +5,9 @@
 //    pool of fixed-size blocks shared by all sequences. A block holds `block_size` consecutive positions of
 //    one sequence for every attention slot (trunk attention layers, then the MTP block), so a sequence's
 //    block table maps position p to block table[p / block_size] for all its layers, and one long sequence may
-//    use most of the pool while others stay short. F32 only for now.
+//    use most of the pool while others stay short. Rows are stored as F32, F16 or Q8_0 (cache_type_k/v;
+//    Q8_0: 32-element blocks with an fp16 scale, as llama.cpp's q8_0 cache); attention reads them back as
+//    f32.
 //  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
 //  in
 //    K+1 "planes" per sequence (K = max draft length + 1 snapshots). The forward pass writes the state after
@@ -17,8 +19,11 @@
 #include <memory>
 #include <vector>
 
+#include <string_view>
+
 #include "base/status.h"
 #include "model/qwen35moe_config.h"
+#include "quant/types.h"
 
 namespace mtp {
 
@@ -30,7 +35,13 @@ struct MemoryOptions {
   bool mtp = true;           // keep KV for the MTP block (when the model has one)
   // Memory the state may take; 0 = 90% of physical memory. Exceeding it is a clear error at create().
   uint64_t max_bytes = 0;
+  // Storage of the attention KV rows (`--cache-type-k/-v`): F32 (exact), F16 or Q8_0.
+  GgmlType cache_type_k = GgmlType::F32;
+  GgmlType cache_type_v = GgmlType::F32;
 };
+
+// "f32", "f16" or "q8_0" (any case) as a KV cache type; kInvalidArgument naming the choices otherwise.
+Expected<GgmlType> kv_cache_type_from_name(std::string_view name);
 
 struct Workspace;  // the forward pass's scratch (forward.cpp)
 
@@ -92,13 +103,18 @@ class Memory {
   // Blocks so that positions < end are addressable; false (nothing changed) when the pool is exhausted or
   // end > n_ctx.
   bool ensure_positions(int32_t s, int64_t end);
-  // K (kv = 0) or V (kv = 1) row of `slot` at position p of sequence s.
-  float* kv_row(int32_t s, int32_t slot, int kv, int64_t p) {
+  // K (kv = 0) or V (kv = 1) row of `slot` at position p of sequence s: kv_width() values stored as
+  // kv_type(kv), kv_row_bytes(kv) bytes.
+  uint8_t* kv_row(int32_t s, int32_t slot, int kv, int64_t p) {
     const Seq& q = seqs_[static_cast<size_t>(s)];
     const int64_t b = q.blocks[static_cast<size_t>(p / opt_.block_size)];
-    return kv_.get() +
-           (((b * n_attn_slots_ + slot) * 2 + kv) * opt_.block_size + p % opt_.block_size) * kv_width_;
+    const int64_t slot_base =
+        (b * n_attn_slots_ + slot) * opt_.block_size * (kv_bytes_row_[0] + kv_bytes_row_[1]);
+    return kv_.get() + slot_base + (kv == 0 ? 0 : opt_.block_size * kv_bytes_row_[0]) +
+           (p % opt_.block_size) * kv_bytes_row_[kv];
   }
+  GgmlType kv_type(int kv) const { return kv == 0 ? opt_.cache_type_k : opt_.cache_type_v; }
+  int64_t kv_row_bytes(int kv) const { return kv_bytes_row_[kv]; }
   int64_t conv_floats() const { return conv_floats_; }
   int64_t ssm_floats() const { return ssm_floats_; }
   float* conv_state(int32_t s, int32_t plane, int32_t g) { return gdn_state(s, plane, g); }
@@ -118,9 +134,11 @@ class Memory {
   int32_t n_attn_slots_ = 0, mtp_slot_ = -1, n_gdn_ = 0;
   std::vector<int32_t> attn_slot_, gdn_index_;  // per trunk layer, -1 when not of that kind
   int64_t kv_width_ = 0, conv_floats_ = 0, ssm_floats_ = 0;
+  int64_t kv_bytes_row_[2] = {0, 0};  // bytes of one K / V row
   // Not zero-filled (pages are touched only when used): KV rows are written before they are read, and a
   // sequence's GDN planes are zeroed by seq_create/seq_reset.
-  std::unique_ptr<float[]> kv_;   // n_blocks x n_attn_slots x {K, V} x block_size x kv_width
+  // n_blocks x n_attn_slots x {K rows x block_size, V rows x block_size}
+  std::unique_ptr<uint8_t[]> kv_;
   std::unique_ptr<float[]> gdn_;  // n_seq x planes x n_gdn x (conv + ssm)
   uint64_t kv_bytes_ = 0, gdn_bytes_ = 0;
   std::vector<int32_t> free_;

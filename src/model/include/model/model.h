@@ -30,6 +30,11 @@ class Model {
   // Maps and validates `path`: architecture qwen35moe, hyperparameters, every tensor of the table (name,
   // shape, type). Errors name the file and, for tensors, the tensor with its expected and actual shape/type.
   static Expected<Model> load(const std::string& path);
+  // The same, drafting with the MTP block of `head_path` (a head-only file from `mtp extract-head`, or any
+  // qwen35moe file with an MTP block) instead of the model's own; empty: the model's own. The head must
+  // match the model: widths, attention and expert shapes, RoPE, vocabulary size and tokenizer; each
+  // mismatch is refused with both values named.
+  static Expected<Model> load(const std::string& path, const std::string& head_path);
 
   // A model over weights the caller owns (tests build tiny models in memory this way); the views must
   // outlive the model.
@@ -44,11 +49,14 @@ class Model {
   bool has_mtp() const { return weights_.mtp.has_value(); }
   // The mapped file, or nullptr for a model made by from_parts.
   const GgufFile* file() const { return file_ ? &*file_ : nullptr; }
+  // The head file the MTP block came from, or nullptr.
+  const GgufFile* head_file() const { return head_file_ ? &*head_file_ : nullptr; }
 
  private:
   Model() = default;
 
-  std::optional<GgufFile> file_;  // owns the mapping the weight views point into (stable across moves)
+  std::optional<GgufFile> file_;       // owns the mapping the weight views point into (stable across moves)
+  std::optional<GgufFile> head_file_;  // the --head file, when its block replaced the model's own
   Qwen35MoeConfig config_;
   Qwen35MoeWeights weights_;
   ModelParams params_;

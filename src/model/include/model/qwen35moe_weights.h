@@ -103,6 +103,11 @@ struct Qwen35MoeWeights {
 // naming the tensor with its expected and actual shape or type.
 Expected<Qwen35MoeWeights> bind_qwen35moe_weights(const GgufFile& file, const Qwen35MoeConfig& config);
 
+// The MTP block blk.{block} of `file` (a head-only file from `mtp extract-head`, or a full model), bound
+// with the shapes `trunk_config` implies; its optional tensors fall back to the trunk's.
+Expected<MtpWeights> bind_mtp_block(const GgufFile& file, const Qwen35MoeConfig& trunk_config, int64_t block,
+                                    const Qwen35MoeWeights& trunk);
+
 // "[2048, 248320]": ne up to the highest dim that is not 1 (what `mtp inspect` prints).
 std::string shape_string(const std::array<int64_t, 4>& ne);
 

@@ -12,11 +12,12 @@ struct SamplerOptions {
   float temperature = 0.0f;  // <= 0: greedy (argmax, lowest id on ties)
   int32_t top_k = 40;        // <= 0: all tokens
   float top_p = 0.95f;       // >= 1: no nucleus cut
+  float min_p = 0.0f;        // keep tokens with probability >= min_p x the top one's; <= 0: no cut
   uint64_t seed = 0;
 };
 
 // llama.cpp's default chain order for these stages: top-k, then top-p over the softmax of the raw logits,
-// then temperature, then a draw from the renormalised distribution.
+// then min-p (on the raw logits), then temperature, then a draw from the renormalised distribution.
 class Sampler {
  public:
   explicit Sampler(const SamplerOptions& options) : opt_(options), state_(options.seed) {}

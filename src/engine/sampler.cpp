@@ -1,4 +1,4 @@
-#include "model/sampler.h"
+#include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -57,6 +57,14 @@ int32_t Sampler::sample(std::span<const float> logits) {
         break;
       }
     }
+  }
+
+  // Min-p: p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p).
+  if (opt_.min_p > 0.0f) {
+    const double cut = static_cast<double>(logits[ids[0]]) + std::log(static_cast<double>(opt_.min_p));
+    int64_t i = 1;
+    while (i < keep && static_cast<double>(logits[ids[i]]) >= cut) ++i;
+    keep = i;
   }
 
   // Temperature, softmax over the kept candidates, inverse-CDF draw.

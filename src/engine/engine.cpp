@@ -1,0 +1,521 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "base/check.h"
+#include "base/timer.h"
+#include "model/batch.h"
+#include "model/forward.h"
+#include "spec/draft_vocab.h"
+#include "spec/mtp_drafter.h"
+
+namespace mtp {
+namespace {
+
+enum class SlotState { kFree, kPrompt, kGenerate };
+
+struct Slot {
+  SlotState state = SlotState::kFree;
+  uint64_t id = 0;
+  int32_t seq = -1;
+  std::vector<int32_t> prompt;
+  int64_t prompt_done = 0;  // prompt tokens already in the trunk
+  RequestOptions opt;
+  spec::DraftParams draft;  // effective; n_max == 0: never drafts
+  Sampler sampler{SamplerOptions{}};
+  int32_t last = 0;  // the last sampled token; at position seq_pos, not yet in the trunk
+  Timer since_submit;
+  Timer since_first;
+  RequestTimings timings;
+  spec::AcceptanceTracker acceptance;
+  // This step:
+  std::vector<int32_t> drafted;
+  int64_t row0 = 0, n_rows = 0;
+};
+
+// log-softmax of `logits` at `id` and, when asked, the n most likely ids (ties by lower id).
+GeneratedToken make_token(int32_t id, std::span<const float> logits, bool want_logprobs, int32_t n_probs) {
+  GeneratedToken t;
+  t.id = id;
+  if (!want_logprobs && n_probs <= 0) return t;
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
+  const double lse = max + std::log(sum);
+  t.logprob = static_cast<float>(logits[static_cast<size_t>(id)] - lse);
+  if (n_probs > 0) {
+    const size_t n = std::min(static_cast<size_t>(n_probs), logits.size());
+    std::vector<int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<int64_t>(n), ids.end(),
+                      [&](int32_t a, int32_t b) {
+                        return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+                               (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+                      });
+    for (size_t i = 0; i < n; ++i)
+      t.top.push_back({ids[i], static_cast<float>(logits[static_cast<size_t>(ids[i])] - lse)});
+  }
+  return t;
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+std::vector<int32_t> default_end_tokens(const Vocab& vocab) {
+  std::vector<int32_t> out;
+  if (vocab.eos_id) out.push_back(*vocab.eos_id);
+  static const char* const kEndOfTurn[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>",
+                                           "<end_of_turn>"};
+  for (size_t i = 0; i < vocab.tokens.size(); ++i) {
+    const bool control = i < vocab.token_types.size() &&
+                         (vocab.token_types[i] == static_cast<int32_t>(TokenType::kControl) ||
+                          vocab.token_types[i] == static_cast<int32_t>(TokenType::kUserDefined));
+    if (!control) continue;
+    for (const char* e : kEndOfTurn)
+      if (vocab.tokens[i] == e) out.push_back(static_cast<int32_t>(i));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+struct Engine::Impl {
+  const Model& model;
+  EngineOptions opt;
+  ThreadPool& pool;
+  Memory memory;
+  std::optional<spec::DraftVocab> draft_vocab;
+  std::unique_ptr<spec::Drafter> drafter;
+  spec::DraftPolicy policy;
+  int32_t max_draft = 0;
+  int64_t n_sample = 0;
+  std::vector<Slot> slots;
+  uint64_t next_id = 1;
+  std::vector<SlotEvent> cancelled;  // finish events of cancel() calls, reported by the next step
+  EngineTotals totals;
+  Batch batch;
+  Outputs out;
+
+  Impl(const Model& m, const EngineOptions& o, ThreadPool& p, Memory mem)
+      : model(m), opt(o), pool(p), memory(std::move(mem)), policy(o.policy) {}
+
+  bool is_end(int32_t id, const Slot& s) const {
+    if (s.opt.ignore_eos) return false;
+    return std::find(opt.end_tokens.begin(), opt.end_tokens.end(), id) != opt.end_tokens.end();
+  }
+
+  SlotEvent finish(Slot& s, FinishReason reason, std::string error = {}) {
+    SlotEvent e;
+    e.request_id = s.id;
+    e.slot = static_cast<int32_t>(&s - slots.data());
+    e.finish = reason;
+    e.error = std::move(error);
+    if (s.timings.n_generated > 0) s.timings.gen_ms = s.since_first.millis();
+    if (s.state == SlotState::kPrompt) s.timings.prompt_ms = s.since_submit.millis();
+    e.timings = s.timings;
+    totals.spec.merge(s.timings.spec);
+    memory.seq_free(s.seq);
+    s = Slot{};
+    return e;
+  }
+
+  // Emits `id` sampled from `logits`; returns false when the request ended (then `ev` carries the finish).
+  bool emit(Slot& s, int32_t id, std::span<const float> logits, SlotEvent& ev) {
+    if (s.timings.n_generated == 0) {
+      s.timings.prompt_ms = s.since_submit.millis();
+      s.since_first.reset();
+    }
+    if (is_end(id, s)) {
+      ev.finish = FinishReason::kStop;
+      return false;
+    }
+    ev.tokens.push_back(make_token(id, logits, s.opt.logprobs, s.opt.n_probs));
+    ++s.timings.n_generated;
+    ++totals.generated_tokens;
+    if (s.opt.max_tokens >= 0 && s.timings.n_generated >= s.opt.max_tokens) {
+      ev.finish = FinishReason::kLength;
+      return false;
+    }
+    return true;
+  }
+
+  // After a slot's tokens of this step: when the request ended (or its next token's position `next_pos`
+  // would not fit the context), reports the tokens with the finish and frees the slot; returns whether it
+  // did.
+  bool report(Slot& s, SlotEvent& ev, bool alive, int64_t next_pos, std::vector<SlotEvent>& events) {
+    if (alive && next_pos >= opt.n_ctx)
+      ev.finish = FinishReason::kLength;
+    else if (alive)
+      return false;
+    SlotEvent fin = finish(s, ev.finish);
+    fin.tokens = std::move(ev.tokens);
+    events.push_back(std::move(fin));
+    return true;
+  }
+
+  Status run_step(std::vector<SlotEvent>& events, StepInfo& info);
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineOptions& options,
+                                                 ThreadPool& pool) {
+  const Qwen35MoeConfig& c = model.config();
+  if (options.n_slots <= 0) return invalid_argument("-np must be > 0, got ", options.n_slots);
+  if (options.n_ctx <= 0) return invalid_argument("-c must be > 0, got ", options.n_ctx);
+  if (options.n_batch <= 0) return invalid_argument("-b must be > 0, got ", options.n_batch);
+  if (options.n_sample < 0 || options.n_sample > c.n_vocab)
+    return invalid_argument("n_sample ", options.n_sample, " is outside [0, ", c.n_vocab, "]");
+  const spec::DraftParams& d = options.draft;
+  const bool spec = options.spec == SpecType::kMtp;
+  if (spec) {
+    if (d.n_max < 0 || d.n_max > 16) return invalid_argument("--draft-max must be in [0, 16], got ", d.n_max);
+    if (d.n_min < 0 || d.n_min > d.n_max)
+      return invalid_argument("--draft-min must be in [0, --draft-max], got ", d.n_min);
+    if (!(d.p_min >= 0.0f && d.p_min <= 1.0f))
+      return invalid_argument("--draft-p-min must be in [0, 1], got ", d.p_min);
+    if (!options.make_drafter && !model.has_mtp())
+      return invalid_argument("--spec mtp needs an MTP block: the model has none (give one with --head)");
+  }
+  MemoryOptions mo;
+  mo.n_ctx = options.n_ctx;
+  mo.n_seq = options.n_slots;
+  mo.n_snapshots = spec ? std::max(1, d.n_max) : 1;
+  mo.mtp = spec && model.has_mtp();
+  mo.max_bytes = options.max_memory_bytes;
+  mo.cache_type_k = options.cache_type_k;
+  mo.cache_type_v = options.cache_type_v;
+  MTP_ASSIGN_OR_RETURN(Memory memory, Memory::create(c, mo));
+
+  auto impl = std::make_unique<Impl>(model, options, pool, std::move(memory));
+  impl->n_sample = options.n_sample > 0 ? options.n_sample : c.n_vocab;
+  impl->slots.resize(static_cast<size_t>(options.n_slots));
+  if (spec) {
+    impl->max_draft = d.n_max;
+    if (options.make_drafter) {
+      MTP_ASSIGN_OR_RETURN(impl->drafter, options.make_drafter(model, impl->memory, pool));
+    } else {
+      spec::DraftVocab* vocab = nullptr;
+      if (options.draft_vocab > 0) {
+        // Control tokens chat needs (end of turn, tool-call and reasoning markers) are always draftable.
+        std::vector<int32_t> always = spec::always_draft_ids(model.vocab());
+        always.insert(always.end(), options.end_tokens.begin(), options.end_tokens.end());
+        Expected<spec::DraftVocab> dv = Status(StatusCode::kInternal, "unset");
+        if (options.draft_vocab_file.empty()) {
+          dv = spec::DraftVocab::first_n(model, options.draft_vocab, always);
+        } else {
+          MTP_ASSIGN_OR_RETURN(std::vector<int32_t> ranked,
+                               spec::read_draft_vocab_file(options.draft_vocab_file, c.n_vocab));
+          dv = spec::DraftVocab::create(model, ranked, options.draft_vocab, always);
+        }
+        if (!dv.ok()) return dv.status();
+        impl->draft_vocab.emplace(std::move(dv).value());
+        vocab = &*impl->draft_vocab;
+      }
+      MTP_ASSIGN_OR_RETURN(std::unique_ptr<spec::MtpDrafter> drafter,
+                           spec::MtpDrafter::create(model, impl->memory, pool, vocab));
+      impl->drafter = std::move(drafter);
+    }
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOptions& options) {
+  Impl& m = *impl_;
+  if (prompt.empty()) return invalid_argument("the prompt has no tokens");
+  const int64_t n_vocab = m.model.config().n_vocab;
+  for (int32_t id : prompt)
+    if (id < 0 || id >= n_vocab)
+      return invalid_argument("prompt token id ", id, " is outside [0, ", n_vocab, ")");
+  const SamplerOptions& so = options.sampling;
+  if (!(so.temperature >= 0.0f)) return invalid_argument("temperature must be >= 0");
+  if (!(so.top_p > 0.0f && so.top_p <= 1.0f)) return invalid_argument("top_p must be in (0, 1]");
+  if (!(so.min_p >= 0.0f && so.min_p <= 1.0f)) return invalid_argument("min_p must be in [0, 1]");
+  if (options.n_probs < 0 || options.n_probs > 20) return invalid_argument("top logprobs must be in [0, 20]");
+  // The prompt plus at least one generated token must fit the context.
+  if (static_cast<int64_t>(prompt.size()) >= m.opt.n_ctx) {
+    return Status(StatusCode::kResourceExhausted,
+                  str_cat("the prompt has ", prompt.size(), " tokens; the context holds ", m.opt.n_ctx));
+  }
+  spec::DraftParams draft{0, 0, 0.0f};
+  if (m.drafter) {
+    draft = options.speculative.value_or(m.opt.draft);
+    if (draft.n_max < 0 || draft.n_min < 0 || !(draft.p_min >= 0.0f && draft.p_min <= 1.0f))
+      return invalid_argument("speculative: n_max and n_min must be >= 0 and p_min in [0, 1]");
+    draft.n_max = std::min(draft.n_max, m.max_draft);
+  }
+  auto free_slot =
+      std::find_if(m.slots.begin(), m.slots.end(), [](const Slot& s) { return s.state == SlotState::kFree; });
+  if (free_slot == m.slots.end())
+    return Status(StatusCode::kResourceExhausted, str_cat("all ", m.slots.size(), " slots are busy"));
+  MTP_ASSIGN_OR_RETURN(int32_t seq, m.memory.seq_create());
+  Slot& s = *free_slot;
+  s = Slot{};
+  s.state = SlotState::kPrompt;
+  s.id = m.next_id++;
+  s.seq = seq;
+  s.prompt = std::move(prompt);
+  s.opt = options;
+  s.draft = draft;
+  s.sampler = Sampler(options.sampling);
+  s.timings.n_prompt = static_cast<int64_t>(s.prompt.size());
+  if (m.drafter) m.drafter->begin(seq, draft.n_max > 0);
+  return s.id;
+}
+
+void Engine::cancel(uint64_t request_id) {
+  Impl& m = *impl_;
+  for (Slot& s : m.slots)
+    if (s.state != SlotState::kFree && s.id == request_id)
+      m.cancelled.push_back(m.finish(s, FinishReason::kCancelled));
+}
+
+Status Engine::step(std::vector<SlotEvent>& events, StepInfo* info) {
+  StepInfo local;
+  StepInfo& inf = info != nullptr ? *info : local;
+  inf = StepInfo{};
+  Impl& m = *impl_;
+  for (SlotEvent& e : m.cancelled) events.push_back(std::move(e));
+  m.cancelled.clear();
+  if (idle()) return Status::Ok();
+  Timer timer;
+  Status s = m.run_step(events, inf);
+  inf.seconds = timer.seconds();
+  ++m.totals.steps;
+  return s;
+}
+
+Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
+  // 1. Draft lengths for the generating slots, then the drafts.
+  std::vector<Slot*> gen;
+  int64_t prompt_left = 0;
+  for (Slot& s : slots) {
+    s.drafted.clear();
+    if (s.state == SlotState::kGenerate) gen.push_back(&s);
+    if (s.state == SlotState::kPrompt) prompt_left += static_cast<int64_t>(s.prompt.size()) - s.prompt_done;
+  }
+  const int64_t budget = opt.n_batch;
+  if (drafter && !gen.empty()) {
+    std::vector<spec::SlotDemand> demand(gen.size());
+    for (size_t i = 0; i < gen.size(); ++i) {
+      Slot& s = *gen[i];
+      int64_t cap = s.draft.n_max;
+      // No point drafting past max_tokens or the context.
+      if (s.opt.max_tokens >= 0) cap = std::min(cap, s.opt.max_tokens - s.timings.n_generated - 1);
+      cap = std::min(cap, opt.n_ctx - memory.seq_pos(s.seq) - 1);
+      demand[i].n_max = static_cast<int32_t>(std::max<int64_t>(0, cap));
+      demand[i].acceptance = &s.acceptance;
+    }
+    const int64_t base = static_cast<int64_t>(gen.size()) + std::min(prompt_left, budget);
+    const std::vector<int32_t> k = policy.choose(demand, base);
+    std::vector<spec::DraftTask> tasks;
+    std::vector<Slot*> task_slot;
+    int32_t k_max = 0;
+    for (size_t i = 0; i < gen.size(); ++i) {
+      if (k[i] <= 0) {
+        gen[i]->acceptance.idle_step();
+        continue;
+      }
+      spec::DraftTask t;
+      t.seq = gen[i]->seq;
+      t.last_token = gen[i]->last;
+      t.pos = memory.seq_pos(gen[i]->seq);
+      t.params = gen[i]->draft;
+      t.params.n_max = k[i];
+      t.params.n_min = std::min(t.params.n_min, k[i]);
+      tasks.push_back(std::move(t));
+      task_slot.push_back(gen[i]);
+      k_max = std::max(k_max, k[i]);
+    }
+    if (!tasks.empty()) {
+      Timer dt;
+      MTP_RETURN_IF_ERROR(drafter->draft(tasks));
+      info.draft_seconds = dt.seconds();
+      policy.observe_draft(static_cast<int64_t>(tasks.size()), info.draft_seconds / std::max(k_max, 1));
+      info.drafting = static_cast<int32_t>(tasks.size());
+      for (size_t i = 0; i < tasks.size(); ++i) task_slot[i]->drafted = std::move(tasks[i].draft);
+    }
+  }
+
+  // 2. One trunk batch: decode/verify rows first, then prompt chunks in slot order.
+  batch.clear();
+  for (Slot* sp : gen) {
+    Slot& s = *sp;
+    const int64_t pos = memory.seq_pos(s.seq);
+    while (!s.drafted.empty() &&
+           !memory.ensure_positions(s.seq, pos + 1 + static_cast<int64_t>(s.drafted.size())))
+      s.drafted.pop_back();
+    if (!memory.ensure_positions(s.seq, pos + 1)) {
+      events.push_back(finish(s, FinishReason::kLength));
+      continue;
+    }
+    s.row0 = batch.size();
+    s.n_rows = 1 + static_cast<int64_t>(s.drafted.size());
+    batch.add(s.seq, pos, s.last, true);
+    for (size_t i = 0; i < s.drafted.size(); ++i)
+      batch.add(s.seq, pos + 1 + static_cast<int64_t>(i), s.drafted[i], true);
+  }
+  for (Slot& s : slots) {
+    if (s.state != SlotState::kPrompt) continue;
+    s.n_rows = 0;
+    const int64_t room = budget - batch.size();
+    if (room <= 0) continue;
+    const int64_t n = std::min(room, static_cast<int64_t>(s.prompt.size()) - s.prompt_done);
+    if (!memory.ensure_positions(s.seq, s.prompt_done + n)) {
+      // The shared pool is full: wait for other slots to finish, unless nothing else runs.
+      continue;
+    }
+    s.row0 = batch.size();
+    s.n_rows = n;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = s.prompt_done + i;
+      batch.add(s.seq, p, s.prompt[static_cast<size_t>(p)], p + 1 == static_cast<int64_t>(s.prompt.size()));
+    }
+    info.prompt_rows += n;
+  }
+  if (batch.size() == 0) {
+    // Only prompts that cannot get KV blocks: fail the one that waited longest rather than hang.
+    for (Slot& s : slots)
+      if (s.state == SlotState::kPrompt) {
+        events.push_back(finish(s, FinishReason::kError, "the KV cache is full"));
+        return Status::Ok();
+      }
+    return Status::Ok();
+  }
+
+  Timer ft;
+  MTP_RETURN_IF_ERROR(forward(model, batch, memory, out, pool));
+  policy.observe_trunk(batch.size(), ft.seconds());
+  info.trunk_rows = batch.size();
+  const int64_t ne = model.config().n_embd;
+  auto hidden_rows = [&](int64_t row0, int64_t n) {
+    return std::span<const float>(out.hidden.data() + row0 * ne, static_cast<size_t>(n * ne));
+  };
+
+  // 3. Acceptance, rollback, drafter catch-up, events.
+  for (Slot* sp : gen) {
+    Slot& s = *sp;
+    if (s.state != SlotState::kGenerate) continue;  // finished above
+    ++info.generating;
+    SlotEvent ev;
+    ev.request_id = s.id;
+    ev.slot = static_cast<int32_t>(&s - slots.data());
+    const int64_t pos0 = memory.seq_pos(s.seq) - s.n_rows;
+    const int64_t n_draft = s.n_rows - 1;
+    int64_t used = 0;  // rows whose sampled token was emitted (row i's token follows row i)
+    bool alive = true;
+    int32_t y = 0;
+    while (used < s.n_rows) {
+      const std::span<const float> logits = out.logits_of(s.row0 + used).first(static_cast<size_t>(n_sample));
+      y = s.sampler.sample(logits);
+      ++used;
+      alive = emit(s, y, logits, ev);
+      if (!alive) break;
+      if (used > n_draft || y != s.drafted[static_cast<size_t>(used - 1)]) break;
+    }
+    const int64_t accepted = std::min(used - 1, n_draft);
+    if (n_draft > 0) {
+      s.timings.spec.add_round(n_draft, accepted);
+      s.acceptance.observe(n_draft, accepted);
+      info.drafted += n_draft;
+      info.accepted += accepted;
+    }
+    if (report(s, ev, alive, pos0 + accepted + 1, events)) continue;
+    // Keep rows 0..accepted: [last, d1..d_accepted]; the last sampled token y is the new `last`.
+    MTP_RETURN_IF_ERROR(memory.rollback(s.seq, accepted + 1));
+    std::vector<int32_t> kept{s.last};
+    kept.insert(kept.end(), s.drafted.begin(), s.drafted.begin() + accepted);
+    if (drafter) MTP_RETURN_IF_ERROR(drafter->observe(s.seq, pos0, kept, hidden_rows(s.row0, accepted + 1)));
+    s.last = y;
+    events.push_back(std::move(ev));
+  }
+  for (Slot& s : slots) {
+    if (s.state != SlotState::kPrompt || s.n_rows == 0) continue;
+    const int64_t pos0 = s.prompt_done;
+    if (drafter)
+      MTP_RETURN_IF_ERROR(drafter->observe(s.seq, pos0,
+                                           std::span<const int32_t>(s.prompt).subspan(
+                                               static_cast<size_t>(pos0), static_cast<size_t>(s.n_rows)),
+                                           hidden_rows(s.row0, s.n_rows)));
+    s.prompt_done += s.n_rows;
+    totals.prompt_tokens += static_cast<uint64_t>(s.n_rows);
+    if (s.prompt_done < static_cast<int64_t>(s.prompt.size())) continue;
+    // The prompt is in: sample the first token.
+    SlotEvent ev;
+    ev.request_id = s.id;
+    ev.slot = static_cast<int32_t>(&s - slots.data());
+    const std::span<const float> logits =
+        out.logits_of(s.row0 + s.n_rows - 1).first(static_cast<size_t>(n_sample));
+    s.state = SlotState::kGenerate;
+    bool alive = s.opt.max_tokens != 0;
+    if (alive) {
+      s.last = s.sampler.sample(logits);
+      alive = emit(s, s.last, logits, ev);
+    } else {
+      s.timings.prompt_ms = s.since_submit.millis();
+      ev.finish = FinishReason::kLength;
+    }
+    if (report(s, ev, alive, memory.seq_pos(s.seq), events)) continue;
+    events.push_back(std::move(ev));
+  }
+  return Status::Ok();
+}
+
+bool Engine::idle() const {
+  for (const Slot& s : impl_->slots)
+    if (s.state != SlotState::kFree) return false;
+  return impl_->cancelled.empty();
+}
+int32_t Engine::n_slots() const {
+  return static_cast<int32_t>(impl_->slots.size());
+}
+int32_t Engine::n_busy() const {
+  return static_cast<int32_t>(std::count_if(impl_->slots.begin(), impl_->slots.end(),
+                                            [](const Slot& s) { return s.state != SlotState::kFree; }));
+}
+const EngineOptions& Engine::options() const {
+  return impl_->opt;
+}
+const EngineTotals& Engine::totals() const {
+  return impl_->totals;
+}
+const Model& Engine::model() const {
+  return impl_->model;
+}
+const spec::DraftPolicy& Engine::policy() const {
+  return impl_->policy;
+}
+int32_t Engine::max_draft() const {
+  return impl_->max_draft;
+}
+const Memory& Engine::memory() const {
+  return impl_->memory;
+}
+spec::Drafter* Engine::drafter() {
+  return impl_->drafter.get();
+}
+int32_t Engine::seq_of(uint64_t request_id) const {
+  for (const Slot& s : impl_->slots)
+    if (s.state != SlotState::kFree && s.id == request_id) return s.seq;
+  return -1;
+}
+
+}  // namespace mtp

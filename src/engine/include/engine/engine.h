@@ -1,0 +1,161 @@
+// The serving engine (design.md sections 3-5): slots, one batch per step for all of them (continuous
+// batching), sampling, and MTP speculative decoding with rollback.
+//
+// Single-threaded: one thread (the server's engine thread, or `mtp run`) owns the Engine and calls submit /
+// cancel / step. Each step:
+//   1. chooses every generating slot's draft length (fixed, --spec-max-drafting-slots, or the auto policy)
+//      and drafts for those slots in batched MTP passes;
+//   2. builds ONE trunk batch: each generating slot's [last, d1..dn] rows, then prompt chunks of the slots
+//      still reading their prompt, up to n_batch rows in all;
+//   3. runs it, then per slot samples with the request's sampler row by row (a draft is accepted while the
+//      sampled token equals it, so every emitted token is drawn from the target distribution exactly as
+//      without drafting; with the same seed the output is the same bytes), rolls back the rejected rows
+//      (Memory::rollback), tells the drafter the kept rows, and reports the new tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/sampler.h"
+#include "model/memory.h"
+#include "model/model.h"
+#include "spec/drafter.h"
+#include "spec/policy.h"
+#include "spec/stats.h"
+
+namespace mtp {
+
+enum class SpecType { kNone, kMtp };
+
+struct EngineOptions {
+  int64_t n_ctx = 4096;   // KV positions shared by all slots (`-c`)
+  int32_t n_slots = 1;    // `-np`
+  int32_t n_batch = 512;  // trunk rows per step at most (`-b`); prompt chunks fill what decode rows leave
+  uint64_t max_memory_bytes = 0;          // MemoryOptions::max_bytes
+  GgmlType cache_type_k = GgmlType::F32;  // KV cache row formats: F32, F16 or Q8_0 (`--cache-type-k/-v`)
+  GgmlType cache_type_v = GgmlType::F32;
+  SpecType spec = SpecType::kNone;
+  spec::DraftParams draft;     // default per request (`--draft-max/--draft-min/--draft-p-min`)
+  spec::PolicyOptions policy;  // throttle / auto
+  // Where the MTP block came from, for reports only: the caller loads a separate head into the Model
+  // (Model::load(path, head_path)); the engine drafts with whatever MTP block the model has.
+  std::string head_path;
+  int64_t draft_vocab = 0;       // > 0: draft over this many ids (issue 10)
+  std::string draft_vocab_file;  // ranked ids for draft_vocab (empty: the first N ids)
+  // Tokens that end generation (EOS, end of turn); ids >= n_sample are never sampled (embedding padding).
+  std::vector<int32_t> end_tokens;
+  int64_t n_sample = 0;  // 0: the model's n_vocab
+  // Tests: a drafter other than the MTP one, made once the engine's memory exists (spec must be kMtp).
+  std::function<Expected<std::unique_ptr<spec::Drafter>>(const Model&, Memory&, ThreadPool&)> make_drafter;
+};
+
+struct RequestOptions {
+  SamplerOptions sampling;
+  int64_t max_tokens = -1;  // < 0: until an end token or the context is full
+  bool ignore_eos = false;
+  // Drafting for this request: nullopt = the engine's defaults; n_max == 0 = never draft.
+  std::optional<spec::DraftParams> speculative;
+  int32_t n_probs = 0;  // report this many top log-probabilities per token (0: only the token's own)
+  bool logprobs = false;
+};
+
+enum class FinishReason { kNone, kLength, kStop, kCancelled, kError };
+const char* finish_reason_name(FinishReason r);  // "length", "stop", "cancelled", "error"
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+};
+
+struct GeneratedToken {
+  int32_t id = 0;
+  float logprob = 0;              // under the target distribution (log-softmax of the raw logits)
+  std::vector<TokenLogprob> top;  // n_probs most likely, when asked
+};
+
+struct RequestTimings {
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  double prompt_ms = 0;  // submit -> first token
+  double gen_ms = 0;     // first token -> last
+  spec::SpecStats spec;
+};
+
+// What happened to one request in a step.
+struct SlotEvent {
+  uint64_t request_id = 0;
+  int32_t slot = 0;
+  std::vector<GeneratedToken> tokens;  // new tokens, in order (end tokens are not included)
+  FinishReason finish = FinishReason::kNone;
+  std::string error;       // when finish == kError
+  RequestTimings timings;  // filled on finish
+};
+
+struct StepInfo {
+  int64_t trunk_rows = 0;
+  int64_t prompt_rows = 0;
+  int32_t generating = 0;  // slots that generated this step
+  int32_t drafting = 0;    // slots that drafted this step
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  double seconds = 0;  // wall time of the whole step
+  double draft_seconds = 0;
+};
+
+struct EngineTotals {
+  uint64_t steps = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generated_tokens = 0;
+  spec::SpecStats spec;
+};
+
+class Engine {
+ public:
+  // Sizes memory from the options (a clear error when it does not fit), loads --head / draft vocab.
+  static Expected<std::unique_ptr<Engine>> create(const Model& model, const EngineOptions& options,
+                                                  ThreadPool& pool);
+  ~Engine();
+
+  // Queues a request into a free slot. Errors: kInvalidArgument (empty prompt, ids out of range, bad
+  // options), kResourceExhausted (no free slot, or the prompt does not fit the context).
+  Expected<uint64_t> submit(std::vector<int32_t> prompt, const RequestOptions& options);
+  // Ends a request at the next step boundary (the slot is free on return); a finish event with kCancelled
+  // is reported by the next step(). Unknown ids are ignored.
+  void cancel(uint64_t request_id);
+
+  // One step over all busy slots; appends the events. Does nothing when idle.
+  Status step(std::vector<SlotEvent>& events, StepInfo* info = nullptr);
+
+  bool idle() const;
+  int32_t n_slots() const;
+  int32_t n_busy() const;
+  const EngineOptions& options() const;
+  const EngineTotals& totals() const;
+  const Model& model() const;
+  // The policy's learned step-time model (for /props and benches).
+  const spec::DraftPolicy& policy() const;
+  // The largest draft a request may ask for (memory keeps this many GDN snapshots); 0 without speculation.
+  int32_t max_draft() const;
+
+  // For tests and benches: the state, the drafter (nullptr without speculation), a request's sequence slot
+  // in the memory (-1 when unknown or finished).
+  const Memory& memory() const;
+  spec::Drafter* drafter();
+  int32_t seq_of(uint64_t request_id) const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// EOS and the end-of-turn tokens of the vocabulary (<|im_end|>, <|endoftext|>, <|eot_id|>, ... when present).
+std::vector<int32_t> default_end_tokens(const Vocab& vocab);
+
+}  // namespace mtp

@@ -1,0 +1,454 @@
+// AVX-512 VNNI kernels for IQ4_XS weights x Q8_K activations: a row kernel (one weight row against 1..8
+// activation rows, used for decode-sized batches) and a tile kernel (16 weight rows against any number of
+// activation rows, used for prompt-sized batches), which give bitwise the same result for every pair.
+//
+// Canonical order of one (weight row, activation row) pair, shared by both kernels: for sub-block j (0..7) of
+// super-block sb, the integer sum isum(sb, j) = sum of 32 q * w is exact. With lsdw(sb, j) = float(ls - 32) *
+// d_w(sb) (an exact product) and c = lsdw * d_x(sb) (one rounding),
+//   A_j = fma(float(isum(sb, j)), c, A_j)      for sb = 0, 1, ... in order, separately for each j,
+//   y = ((A_0 + A_1) + (A_4 + A_5)) + ((A_2 + A_3) + (A_6 + A_7)).
+// The row kernel keeps the eight A_j of a pair in the lanes of one ymm register; the tile kernel keeps, per
+// j, one zmm whose 16 lanes are 16 weight rows, after transposing the weights (4 bytes per lane) once per
+// tile.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+
+#if MTP_HAVE_X86_SIMD
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace mtp::kernels::detail {
+
+#if MTP_HAVE_X86_SIMD
+namespace {
+
+#define T512 MTP_TARGET_AVX512
+
+constexpr int kSbBytes = sizeof(BlockIQ4_XS);
+
+T512 inline __m512i table512() {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+}
+
+// float(ls_j - 32) * d for the sub-blocks of one super-block, in lane order [0, 2, 4, 6, 1, 3, 5, 7].
+T512 inline __m256 lsdw_of(const uint8_t* blk) {
+  uint16_t d, sh;
+  uint32_t sl;
+  std::memcpy(&d, blk, 2);
+  std::memcpy(&sh, blk + 2, 2);
+  std::memcpy(&sl, blk + 4, 4);
+  const __m256i j = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i lo =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(sl)), _mm256_slli_epi32(j, 2)),
+                       _mm256_set1_epi32(15));
+  const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_slli_epi32(j, 1)),
+                                      _mm256_set1_epi32(3));
+  const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(ls), _mm256_set1_ps(_cvtsh_ss(d)));
+}
+
+// 64 int8 weights of chunk k (sub-blocks 2k and 2k+1) of a super-block.
+T512 inline __m512i chunk_vals(const uint8_t* qs, int k, __m512i table) {
+  const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+  __m512i z = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(t));
+  z = _mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+  return _mm512_shuffle_epi8(table, _mm512_and_si512(z, _mm512_set1_epi8(0x0F)));
+}
+
+// -128 * (sum of the 4 bytes of w) per 32-bit lane.
+T512 inline __m512i corr_of(__m512i w) {
+  const __m512i c = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), w);
+  return _mm512_sub_epi32(_mm512_setzero_si512(), c);
+}
+
+// The canonical final tree over the lanes [A0, A2, A4, A6, A1, A3, A5, A7].
+T512 inline float tree8(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // A0+A1, A2+A3, ..
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// ---- row kernel ----
+
+template <int NR>
+T512 void iq4xs_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  const __m512i table = table512();
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const uint8_t* blk = w + sb * kSbBytes;
+    const __m256 lsdw = lsdw_of(blk);
+    __m512i v[4], corr[4];
+    for (int k = 0; k < 4; ++k) {
+      v[k] = chunk_vals(blk + 8, k, table);
+      corr[k] = corr_of(v[k]);
+    }
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* xs = x[r] + 256 * sb;
+      __m512i p[4];
+      for (int k = 0; k < 4; ++k) p[k] = _mm512_dpbusd_epi32(corr[k], _mm512_loadu_si512(xs + 64 * k), v[k]);
+      // Lanes 0-7 of p[k] belong to sub-block 2k, lanes 8-15 to 2k+1: reduce to
+      // [isum0, isum2, isum4, isum6, isum1, isum3, isum5, isum7].
+      const __m512i q01 =
+          _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+      const __m512i q23 =
+          _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+      const __m512i y = _mm512_add_epi32(_mm512_unpacklo_epi64(q01, q23), _mm512_unpackhi_epi64(q01, q23));
+      const __m512i u = _mm512_shuffle_i32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0));  // blocks 0, 2 | 1, 3
+      const __m256i z = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+      const __m256 c = _mm256_mul_ps(lsdw, _mm256_set1_ps(act_d(x[r], l)[sb]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(z), c, acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = tree8(acc[r]);
+}
+
+void iq4xs_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return iq4xs_row<1>(w, x, l, out);
+    case 2:
+      return iq4xs_row<2>(w, x, l, out);
+    case 3:
+      return iq4xs_row<3>(w, x, l, out);
+    case 4:
+      return iq4xs_row<4>(w, x, l, out);
+    case 5:
+      return iq4xs_row<5>(w, x, l, out);
+    case 6:
+      return iq4xs_row<6>(w, x, l, out);
+    case 7:
+      return iq4xs_row<7>(w, x, l, out);
+    default:
+      return iq4xs_row<8>(w, x, l, out);
+  }
+}
+
+// ---- tile kernel ----
+//
+// The decoded tile: for each (j, sb), in the order j-major, sb-minor: 8 zmm of weights (group g holds, in
+// lane o, elements 4g..4g+3 of sub-block j of weight row o), then corr (-128 * the lane's sum of 32 weights,
+// int32) and lsdw (float), 640 bytes.
+constexpr int kPieceBytes = 10 * 64;
+
+// Per thread, only grows.
+struct TileBuffer {
+  std::vector<uint8_t> v;
+  uint8_t* get(int64_t bytes) {
+    if (static_cast<int64_t>(v.size()) < bytes + 64) v.resize(static_cast<size_t>(bytes + 64));
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - p % 64) % 64);
+  }
+};
+
+// Rows row[0..15] (of n_in / 256 super-blocks each) into the tile layout.
+T512 void decode_tile(const uint8_t* const* row, int64_t nb, uint8_t* tile) {
+  const __m512i table = table512();
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t sb = 0; sb < nb; ++sb) {
+    // Headers: d | scales_h in the low dword, scales_l in the high dword of each row's first 8 bytes.
+    alignas(64) uint64_t hdr[16];
+    for (int o = 0; o < 16; ++o) std::memcpy(&hdr[o], row[o] + sb * kSbBytes, 8);
+    const __m512i h0 = _mm512_load_si512(hdr), h1 = _mm512_load_si512(hdr + 8);
+    const __m512i lo32 =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(h0)), _mm512_cvtepi64_epi32(h1), 1);
+    const __m512i hi32 =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(h0, 32))),
+                           _mm512_cvtepi64_epi32(_mm512_srli_epi64(h1, 32)), 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(lo32));
+    for (int j = 0; j < 8; ++j) {
+      uint8_t* piece = tile + (j * nb + sb) * kPieceBytes;
+      // R[a] holds rows a, a+4, a+8, a+12 (one 128-bit block each): the 16 bytes of sub-block j.
+      __m512i R[4];
+      const int64_t off = sb * kSbBytes + 8 + 16 * j;
+      for (int a = 0; a < 4; ++a) {
+        __m512i t = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[a] + off)));
+        t = _mm512_inserti32x4(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[a + 4] + off)), 1);
+        t = _mm512_inserti32x4(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[a + 8] + off)), 2);
+        R[a] = _mm512_inserti32x4(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[a + 12] + off)), 3);
+      }
+      // 4x4 dword transposes inside each 128-bit block: P[q] lane 4b + a = dword q of row 4b + a.
+      const __m512i t0 = _mm512_unpacklo_epi32(R[0], R[1]), t1 = _mm512_unpackhi_epi32(R[0], R[1]);
+      const __m512i t2 = _mm512_unpacklo_epi32(R[2], R[3]), t3 = _mm512_unpackhi_epi32(R[2], R[3]);
+      const __m512i P[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+      __m512i* wv = reinterpret_cast<__m512i*>(piece);
+      __m512i s = _mm512_setzero_si512();
+      for (int q = 0; q < 4; ++q) {
+        const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(P[q], m4));
+        const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi32(P[q], 4), m4));
+        _mm512_store_si512(wv + q, lo);
+        _mm512_store_si512(wv + q + 4, hi);
+        s = _mm512_dpbusd_epi32(s, _mm512_set1_epi8(static_cast<char>(0x80)), lo);
+        s = _mm512_dpbusd_epi32(s, _mm512_set1_epi8(static_cast<char>(0x80)), hi);
+      }
+      _mm512_store_si512(wv + 8, _mm512_sub_epi32(_mm512_setzero_si512(), s));
+      const __m512i lsl = _mm512_and_si512(_mm512_srli_epi32(hi32, 4 * j), _mm512_set1_epi32(15));
+      const __m512i lsh = _mm512_and_si512(_mm512_srli_epi32(lo32, 16 + 2 * j), _mm512_set1_epi32(3));
+      const __m512i ls =
+          _mm512_sub_epi32(_mm512_or_si512(lsl, _mm512_slli_epi32(lsh, 4)), _mm512_set1_epi32(32));
+      _mm512_store_ps(reinterpret_cast<float*>(wv + 9), _mm512_mul_ps(_mm512_cvtepi32_ps(ls), dw));
+    }
+  }
+}
+
+// NR activation rows against a decoded tile: y[r * y_stride + o] for o < n_out.
+template <int NR>
+T512 void tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, const ActLayout& l, int n_out,
+                    float* y, int64_t y_stride) {
+  alignas(64) float a[NR][8][16];
+  for (int j = 0; j < 8; ++j) {
+    __m512 acc[NR];
+    for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const __m512i* wv = reinterpret_cast<const __m512i*>(tile + (j * nb + sb) * kPieceBytes);
+      const __m512i corr = _mm512_load_si512(wv + 8);
+      __m512i s[NR];
+      for (int r = 0; r < NR; ++r) s[r] = corr;
+      for (int g = 0; g < 8; ++g) {
+        const __m512i wg = _mm512_load_si512(wv + g);
+        for (int r = 0; r < NR; ++r) {
+          int32_t xv;
+          std::memcpy(&xv, x[r] + 256 * sb + 32 * j + 4 * g, 4);
+          s[r] = _mm512_dpbusd_epi32(s[r], _mm512_set1_epi32(xv), wg);
+        }
+      }
+      const __m512 lsdw = _mm512_load_ps(reinterpret_cast<const float*>(wv + 9));
+      for (int r = 0; r < NR; ++r) {
+        const __m512 c = _mm512_mul_ps(lsdw, _mm512_set1_ps(act_d(x[r], l)[sb]));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), c, acc[r]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) _mm512_store_ps(a[r][j], acc[r]);
+  }
+  const __mmask16 m =
+      n_out >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n_out) - 1);
+  for (int r = 0; r < NR; ++r) {
+    const float* ar = a[r][0];
+    const __m512 t01 = _mm512_add_ps(_mm512_load_ps(ar), _mm512_load_ps(ar + 16));
+    const __m512 t45 = _mm512_add_ps(_mm512_load_ps(ar + 64), _mm512_load_ps(ar + 80));
+    const __m512 t23 = _mm512_add_ps(_mm512_load_ps(ar + 32), _mm512_load_ps(ar + 48));
+    const __m512 t67 = _mm512_add_ps(_mm512_load_ps(ar + 96), _mm512_load_ps(ar + 112));
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(t01, t45), _mm512_add_ps(t23, t67));
+    _mm512_mask_storeu_ps(y + r * y_stride, m, t);
+  }
+}
+
+// ---- AMX (Sapphire Rapids tile unit) for the integer sums of the tile kernel ----
+//
+// The decoded tile's 8 weight vectors of (j, sb) are exactly an AMX "B" tile in VNNI layout (8 rows of 16
+// lanes x 4 bytes); 16 activation rows' 32 bytes of sub-block j form the "A" tile. TDPBUSD (u8 x s8) gives
+// the 16 x 16 exact sums of (q + 128) w, corrected with corr in integers as before, so every pair gets the
+// same isum as with VNNI and the float steps after it are the same instructions: the results are bitwise
+// equal.
+
+#define TAMX \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
+
+// Whether this CPU has AMX-INT8 and the OS let this process use tile data (Linux arch_prctl). Opt-in
+// (MTP_AMX=1): on the shared 2-core test machine it measured slower than the VNNI sums (the tile stores wait
+// for each product; see notes/engine_perf.md), so VNNI stays the default until it is tuned.
+bool amx_available() {
+  static const bool ok = [] {
+    const char* env = std::getenv("MTP_AMX");
+    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool tile = (d >> 24) & 1, int8 = (d >> 25) & 1;
+    if (!tile || !int8) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+}
+bool amx_enabled = true;  // tests switch it to compare the two paths
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TAMX void amx_configure() {
+  static thread_local bool done = false;
+  if (done) return;
+  TileConfig cfg;
+  cfg.rows[0] = 16, cfg.colsb[0] = 32;  // A: 16 activation rows x 32 bytes
+  cfg.rows[1] = 8, cfg.colsb[1] = 64;   // B: 8 x (16 weight rows x 4 bytes)
+  cfg.rows[2] = 16, cfg.colsb[2] = 64;  // C: 16 x 16 int32
+  cfg.rows[3] = 16, cfg.colsb[3] = 32;  // second set: A, B, C
+  cfg.rows[4] = 8, cfg.colsb[4] = 64;
+  cfg.rows[5] = 16, cfg.colsb[5] = 64;
+  asm volatile("" ::: "memory");
+  _tile_loadconfig(&cfg);
+  done = true;
+}
+
+// Staged activation rows (the A tiles need one stride), per thread, only grows; zero-initialized so that the
+// padding rows of a partial block are defined.
+struct StageBuffer {
+  std::vector<uint8_t> v;
+  uint8_t* get(int64_t bytes) {
+    if (static_cast<int64_t>(v.size()) < bytes + 64) v.resize(static_cast<size_t>(bytes + 64), 0);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - p % 64) % 64);
+  }
+};
+
+// Up to 16 activation rows (m of them real) against a decoded tile, with the AMX sums. For each j, the sums
+// of every super-block are computed first (alternating two sets of tile registers, so that a tile store
+// waiting for its product does not hold up the next product), then scaled and accumulated in super-block
+// order.
+template <int M>
+TAMX void tile_rows_amx(const uint8_t* tile, int64_t nb, const uint8_t* stage, const float* const* xd, int m,
+                        int64_t n_in, int n_out, float* y, int64_t y_stride, int32_t* cbuf) {
+  alignas(64) float a[M][8][16];
+  for (int j = 0; j < 8; ++j) {
+    asm volatile("" ::: "memory");
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const uint8_t* piece = tile + (j * nb + sb) * kPieceBytes;
+      int32_t* c = cbuf + sb * 256;
+      if (sb % 2 == 0) {
+        _tile_loadd(0, stage + 256 * sb + 32 * j, n_in);
+        _tile_loadd(1, piece, 64);
+        _tile_zero(2);
+        _tile_dpbusd(2, 0, 1);
+        _tile_stored(2, c, 64);
+      } else {
+        _tile_loadd(3, stage + 256 * sb + 32 * j, n_in);
+        _tile_loadd(4, piece, 64);
+        _tile_zero(5);
+        _tile_dpbusd(5, 3, 4);
+        _tile_stored(5, c, 64);
+      }
+    }
+    __m512 acc[M];
+    for (int r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const uint8_t* piece = tile + (j * nb + sb) * kPieceBytes;
+      const int32_t* c = cbuf + sb * 256;
+      const __m512i corr = _mm512_load_si512(piece + 8 * 64);
+      const __m512 lsdw = _mm512_load_ps(reinterpret_cast<const float*>(piece + 9 * 64));
+      for (int r = 0; r < M; ++r) {
+        const __m512i s = _mm512_add_epi32(_mm512_load_si512(c + 16 * r), corr);
+        const __m512 cs = _mm512_mul_ps(lsdw, _mm512_set1_ps(xd[r][sb]));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), cs, acc[r]);
+      }
+    }
+    for (int r = 0; r < M; ++r) _mm512_store_ps(a[r][j], acc[r]);
+  }
+  const __mmask16 mask =
+      n_out >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n_out) - 1);
+  for (int r = 0; r < m; ++r) {
+    const float* ar = a[r][0];
+    const __m512 t01 = _mm512_add_ps(_mm512_load_ps(ar), _mm512_load_ps(ar + 16));
+    const __m512 t45 = _mm512_add_ps(_mm512_load_ps(ar + 64), _mm512_load_ps(ar + 80));
+    const __m512 t23 = _mm512_add_ps(_mm512_load_ps(ar + 32), _mm512_load_ps(ar + 48));
+    const __m512 t67 = _mm512_add_ps(_mm512_load_ps(ar + 96), _mm512_load_ps(ar + 112));
+    _mm512_mask_storeu_ps(y + r * y_stride, mask,
+                          _mm512_add_ps(_mm512_add_ps(t01, t45), _mm512_add_ps(t23, t67)));
+  }
+}
+
+TAMX void tile_amx(const uint8_t* tile, int64_t nb, const uint8_t* const* x, int64_t nx, const ActLayout& l,
+                   int n_out, float* y, int64_t y_stride) {
+  amx_configure();
+  static thread_local StageBuffer buf, cbuf;
+  const int64_t n_in = l.n_in;
+  uint8_t* stage = buf.get(16 * n_in);
+  int32_t* sums = reinterpret_cast<int32_t*>(cbuf.get(nb * 1024));
+  const float* xd[16];
+  for (int64_t i0 = 0; i0 < nx; i0 += 16) {
+    const int m = static_cast<int>(std::min<int64_t>(16, nx - i0));
+    for (int r = 0; r < 16; ++r) xd[r] = act_d(x[i0 + (r < m ? r : 0)], l);
+    for (int r = 0; r < m; ++r) std::memcpy(stage + r * n_in, x[i0 + r], static_cast<size_t>(n_in));
+    float* yi = y + i0 * y_stride;
+    if (m <= 4) {
+      tile_rows_amx<4>(tile, nb, stage, xd, m, n_in, n_out, yi, y_stride, sums);
+    } else if (m <= 8) {
+      tile_rows_amx<8>(tile, nb, stage, xd, m, n_in, n_out, yi, y_stride, sums);
+    } else {
+      tile_rows_amx<16>(tile, nb, stage, xd, m, n_in, n_out, yi, y_stride, sums);
+    }
+  }
+}
+
+T512 void iq4xs_tile(const uint8_t* w, int64_t row_bytes, int n_out, const uint8_t* const* x, int64_t nx,
+                     const ActLayout& l, float* y, int64_t y_stride) {
+  static thread_local TileBuffer buf;
+  uint8_t* tile = buf.get(8 * l.nb * kPieceBytes);
+  const uint8_t* row[16];
+  for (int o = 0; o < 16; ++o) row[o] = w + (o < n_out ? o : 0) * row_bytes;
+  decode_tile(row, l.nb, tile);
+  if (amx_enabled && amx_available()) return tile_amx(tile, l.nb, x, nx, l, n_out, y, y_stride);
+  int64_t i = 0;
+  for (; i + 8 <= nx; i += 8) tile_rows<8>(tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride);
+  float* yi = y + i * y_stride;
+  switch (nx - i) {
+    case 0:
+      break;
+    case 1:
+      return tile_rows<1>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+    case 2:
+      return tile_rows<2>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+    case 3:
+      return tile_rows<3>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+    case 4:
+      return tile_rows<4>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+    case 5:
+      return tile_rows<5>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+    case 6:
+      return tile_rows<6>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+    default:
+      return tile_rows<7>(tile, l.nb, x + i, l, n_out, yi, y_stride);
+  }
+}
+
+}  // namespace
+
+bool set_amx_enabled(bool on) {
+  const bool was = amx_enabled;
+  amx_enabled = on;
+  return was;
+}
+bool amx_active() {
+  return amx_enabled && amx_available();
+}
+
+RowDotFn avx512_iq4xs_rows() {
+  return iq4xs_rows;
+}
+TileFn avx512_iq4xs_tile() {
+  return iq4xs_tile;
+}
+
+#else
+
+bool set_amx_enabled(bool) {
+  return false;
+}
+bool amx_active() {
+  return false;
+}
+RowDotFn avx512_iq4xs_rows() {
+  return nullptr;
+}
+TileFn avx512_iq4xs_tile() {
+  return nullptr;
+}
+
+#endif
+
+}  // namespace mtp::kernels::detail

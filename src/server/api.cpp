@@ -1,0 +1,460 @@
+// Request parsing and validation for the OpenAI-compatible endpoints (api.h).
+#include "server/api.h"
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <random>
+
+namespace mtp::server {
+namespace {
+
+#define MTP_API_TRY(expr)            \
+  do {                               \
+    if (auto e_ = (expr)) return e_; \
+  } while (0)
+
+using Err = std::optional<ApiError>;
+
+uint64_t random_seed() {
+  static std::mutex mu;
+  static std::mt19937_64 gen{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return gen() >> 1;
+}
+
+// The field, or nullptr when absent or null (null means "default" in OpenAI's API).
+const Json* field(const Json& body, std::string_view name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string type_name(const Json& j) {
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number_float()) return "number";
+  return j.type_name();
+}
+
+ApiError wrong_type(std::string_view name, const char* expected, const Json& got) {
+  return bad_request(str_cat("'", name, "' must be ", expected, ", got ", type_name(got)), std::string(name));
+}
+
+Err get_bool(const Json& body, std::string_view name, std::optional<bool>& out) {
+  const Json* j = field(body, name);
+  if (j == nullptr) return std::nullopt;
+  if (!j->is_boolean()) return wrong_type(name, "a boolean", *j);
+  out = j->get<bool>();
+  return std::nullopt;
+}
+
+Err get_string(const Json& body, std::string_view name, std::optional<std::string>& out) {
+  const Json* j = field(body, name);
+  if (j == nullptr) return std::nullopt;
+  if (!j->is_string()) return wrong_type(name, "a string", *j);
+  out = j->get<std::string>();
+  return std::nullopt;
+}
+
+// An integer (an integral float such as 5.0 is accepted) in [lo, hi].
+Err get_int(const Json& body, std::string_view name, int64_t lo, int64_t hi, std::optional<int64_t>& out) {
+  const Json* j = field(body, name);
+  if (j == nullptr) return std::nullopt;
+  int64_t v = 0;
+  if (j->is_number_unsigned()) {
+    const uint64_t u = j->get<uint64_t>();
+    v = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                       : static_cast<int64_t>(u);
+  } else if (j->is_number_integer()) {
+    v = j->get<int64_t>();
+  } else if (j->is_number_float()) {
+    const double d = j->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18)
+      return wrong_type(name, "an integer", *j);
+    v = static_cast<int64_t>(d);
+  } else {
+    return wrong_type(name, "an integer", *j);
+  }
+  if (v < lo || v > hi)
+    return bad_request(str_cat("'", name, "' must be between ", lo, " and ", hi, ", got ", v),
+                       std::string(name));
+  out = v;
+  return std::nullopt;
+}
+
+Err get_number(const Json& body, std::string_view name, double lo, double hi, bool lo_open,
+               std::optional<double>& out) {
+  const Json* j = field(body, name);
+  if (j == nullptr) return std::nullopt;
+  if (!j->is_number()) return wrong_type(name, "a number", *j);
+  const double v = j->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
+    return bad_request(str_cat("'", name, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v),
+                       std::string(name));
+  out = v;
+  return std::nullopt;
+}
+
+Err parse_stop(const Json& body, const RequestDefaults& d, std::vector<std::string>& out) {
+  const Json* j = field(body, "stop");
+  if (j == nullptr) return std::nullopt;
+  if (j->is_string()) {
+    if (!j->get_ref<const std::string&>().empty()) out.push_back(j->get<std::string>());
+    return std::nullopt;
+  }
+  if (!j->is_array()) return wrong_type("stop", "a string or an array of strings", *j);
+  if (j->size() > d.max_stop_strings)
+    return bad_request(
+        str_cat("'stop' has ", j->size(), " strings; at most ", d.max_stop_strings, " are allowed"), "stop");
+  for (size_t i = 0; i < j->size(); ++i) {
+    const Json& s = (*j)[i];
+    if (!s.is_string()) return wrong_type(str_cat("stop[", i, "]"), "a string", s);
+    if (s.get_ref<const std::string&>().empty())
+      return bad_request(str_cat("'stop[", i, "]' must not be empty"), "stop");
+    out.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+// "speculative": false | true | {"n_max", "n_min", "p_min", "draft_vocab"}, or llama-server's flat
+// "speculative.n_max" keys. draft_vocab: 0 = the full draft head, or the server's own --draft-vocab N (the
+// subset is gathered once at start, so other sizes are refused).
+Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions& opt) {
+  spec::DraftParams p = d.draft;
+  bool set = false;
+  auto fields = [&](const Json& obj, const std::string& prefix) -> Err {
+    std::optional<int64_t> n_max, n_min;
+    std::optional<double> p_min;
+    std::optional<int64_t> draft_vocab;
+    MTP_API_TRY(get_int(obj, prefix + "draft_vocab", 0, std::numeric_limits<int32_t>::max(), draft_vocab));
+    if (draft_vocab) {
+      if (*draft_vocab != 0 && *draft_vocab != d.draft_vocab)
+        return bad_request(
+            str_cat("speculative draft_vocab must be 0 (the full head)",
+                    d.draft_vocab > 0 ? str_cat(" or ", d.draft_vocab, " (the server's --draft-vocab)")
+                                      : std::string(" (the server runs without --draft-vocab)"),
+                    ", got ", *draft_vocab),
+            "speculative");
+      p.subset = *draft_vocab != 0;
+      set = true;
+    }
+    MTP_API_TRY(get_int(obj, prefix + "n_max", 0, 64, n_max));
+    MTP_API_TRY(get_int(obj, prefix + "n_min", 0, 64, n_min));
+    MTP_API_TRY(get_number(obj, prefix + "p_min", 0.0, 1.0, false, p_min));
+    if (n_max) p.n_max = static_cast<int32_t>(*n_max), set = true;
+    if (n_min) p.n_min = static_cast<int32_t>(*n_min), set = true;
+    if (p_min) p.p_min = static_cast<float>(*p_min), set = true;
+    return std::nullopt;
+  };
+  if (const Json* j = field(body, "speculative")) {
+    if (j->is_boolean()) {
+      if (!j->get<bool>()) {
+        p.n_max = 0;
+        set = true;
+      }
+    } else if (j->is_object()) {
+      for (auto it = j->begin(); it != j->end(); ++it) {
+        if (it.key() != "n_max" && it.key() != "n_min" && it.key() != "p_min" && it.key() != "draft_vocab")
+          return bad_request(str_cat("'speculative' has an unknown field '", it.key(),
+                                     "' (known: n_max, n_min, p_min, draft_vocab)"),
+                             "speculative");
+      }
+      Json renamed = Json::object();
+      for (auto it = j->begin(); it != j->end(); ++it) renamed["speculative." + it.key()] = it.value();
+      MTP_API_TRY(fields(renamed, "speculative."));
+    } else {
+      return wrong_type("speculative", "false, true or an object", *j);
+    }
+  }
+  MTP_API_TRY(fields(body, "speculative."));
+  if (p.n_max > 0 && p.n_min > p.n_max)
+    return bad_request(str_cat("speculative n_min (", p.n_min, ") must not exceed n_max (", p.n_max, ")"),
+                       "speculative");
+  if (set) opt.speculative = p;
+  return std::nullopt;
+}
+
+// Fields whose non-default values need sampler features this server does not have: refused rather than
+// silently ignored.
+Err refuse_unsupported(const Json& body) {
+  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
+    std::optional<double> v;
+    MTP_API_TRY(get_number(body, name, -2.0, 2.0, false, v));
+    if (v && *v != 0.0) return bad_request(str_cat("'", name, "' is not supported by this server"), name);
+  }
+  std::optional<double> rp;
+  MTP_API_TRY(get_number(body, "repeat_penalty", 0.0, 100.0, false, rp));
+  if (rp && *rp != 1.0)
+    return bad_request("'repeat_penalty' is not supported by this server", "repeat_penalty");
+  if (const Json* j = field(body, "logit_bias"); j && !(j->is_object() && j->empty()))
+    return bad_request("'logit_bias' is not supported by this server", "logit_bias");
+  for (const char* name : {"grammar", "json_schema"}) {
+    if (const Json* j = field(body, name); j && !(j->is_string() && j->get_ref<const std::string&>().empty()))
+      return bad_request(str_cat("'", name, "' (constrained decoding) is not supported by this server"),
+                         name);
+  }
+  if (const Json* j = field(body, "response_format")) {
+    if (!j->is_object()) return wrong_type("response_format", "an object", *j);
+    auto t = j->find("type");
+    if (t == j->end() || !t->is_string() || t->get<std::string>() != "text")
+      return bad_request("only response_format {\"type\": \"text\"} is supported by this server",
+                         "response_format");
+  }
+  std::optional<int64_t> n;
+  MTP_API_TRY(get_int(body, "n", 1, 1, n));
+  return std::nullopt;
+}
+
+}  // namespace
+
+Json ApiError::to_json() const {
+  Json e = Json::object();
+  e["message"] = message;
+  e["type"] = type;
+  e["param"] = param.empty() ? Json() : Json(param);
+  e["code"] = code.empty() ? Json() : Json(code);
+  return Json{{"error", e}};
+}
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+ApiError server_error(int status, std::string message, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = "server_error";
+  e.code = std::move(code);
+  return e;
+}
+
+std::optional<ApiError> parse_json_body(std::string_view body, Json& out) {
+  if (body.empty()) return bad_request("the request body is empty; a JSON object is expected");
+  try {
+    out = Json::parse(body);
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "parse error at ..."
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return bad_request("the request body is not valid JSON: " + what);
+  }
+  if (!out.is_object()) return bad_request("the request body must be a JSON object, got " + type_name(out));
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d, bool chat,
+                                     GenerationParams& out) {
+  MTP_API_TRY(refuse_unsupported(body));
+  std::optional<bool> b;
+  MTP_API_TRY(get_bool(body, "stream", b));
+  out.stream = b.value_or(false);
+  if (const Json* so = field(body, "stream_options")) {
+    if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
+    std::optional<bool> iu;
+    if (auto e = get_bool(*so, "include_usage", iu)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+    out.include_usage = iu.value_or(false);
+  }
+  std::optional<std::string> model;
+  MTP_API_TRY(get_string(body, "model", model));
+  out.model = model.value_or("");
+
+  RequestOptions& opt = out.options;
+  opt.sampling = d.sampling;
+  std::optional<double> num;
+  MTP_API_TRY(get_number(body, "temperature", 0.0, 100.0, false, num));
+  if (num) opt.sampling.temperature = static_cast<float>(*num);
+  num.reset();
+  MTP_API_TRY(get_number(body, "top_p", 0.0, 1.0, true, num));
+  if (num) opt.sampling.top_p = static_cast<float>(*num);
+  num.reset();
+  MTP_API_TRY(get_number(body, "min_p", 0.0, 1.0, false, num));
+  if (num) opt.sampling.min_p = static_cast<float>(*num);
+  std::optional<int64_t> i;
+  MTP_API_TRY(get_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), i));
+  if (i) opt.sampling.top_k = static_cast<int32_t>(std::max<int64_t>(*i, 0));
+  i.reset();
+  MTP_API_TRY(
+      get_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), i));
+  const int64_t seed = i.value_or(d.seed);
+  opt.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : random_seed();
+
+  // max_tokens (OpenAI), max_completion_tokens (OpenAI chat), n_predict (llama-server; -1 = unlimited).
+  opt.max_tokens = d.n_predict;
+  for (const char* name : {"n_predict", "max_tokens", "max_completion_tokens"}) {
+    i.reset();
+    const bool llama = std::string_view(name) == "n_predict";
+    const Json* j = field(body, name);
+    if (llama && j && j->is_number_integer() && j->get<int64_t>() == -1) continue;
+    MTP_API_TRY(get_int(body, name, 1, d.n_ctx, i));
+    if (i) {
+      opt.max_tokens = *i;
+      out.max_tokens_set = true;
+    }
+  }
+  b.reset();
+  MTP_API_TRY(get_bool(body, "ignore_eos", b));
+  opt.ignore_eos = b.value_or(false);
+  MTP_API_TRY(parse_stop(body, d, out.stop));
+  MTP_API_TRY(parse_speculative(body, d, opt));
+
+  // logprobs: completions {"logprobs": N}; chat {"logprobs": true, "top_logprobs": N}; llama-server n_probs.
+  const Json* lp = field(body, "logprobs");
+  if (chat) {
+    b.reset();
+    MTP_API_TRY(get_bool(body, "logprobs", b));
+    out.logprobs = b.value_or(false);
+    i.reset();
+    MTP_API_TRY(get_int(body, "top_logprobs", 0, d.max_top_logprobs, i));
+    if (i && !out.logprobs && *i > 0)
+      return bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+    opt.n_probs = static_cast<int32_t>(i.value_or(0));
+  } else if (lp != nullptr) {
+    if (lp->is_boolean()) {
+      out.logprobs = lp->get<bool>();
+    } else {
+      i.reset();
+      MTP_API_TRY(get_int(body, "logprobs", 0, d.max_top_logprobs, i));
+      out.logprobs = true;
+      opt.n_probs = static_cast<int32_t>(*i);
+    }
+  }
+  i.reset();
+  MTP_API_TRY(get_int(body, "n_probs", 0, d.max_top_logprobs, i));
+  if (i && *i > 0) {
+    out.logprobs = true;
+    opt.n_probs = static_cast<int32_t>(*i);
+  }
+  opt.logprobs = out.logprobs;
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_completion_request(const Json& body, const RequestDefaults& d,
+                                                 GenerationParams& out) {
+  MTP_API_TRY(parse_common(body, d, /*chat=*/false, out));
+  std::optional<bool> echo;
+  MTP_API_TRY(get_bool(body, "echo", echo));
+  if (echo.value_or(false)) return bad_request("'echo' is not supported by this server", "echo");
+  if (const Json* s = field(body, "suffix");
+      s && !(s->is_string() && s->get_ref<const std::string&>().empty()))
+    return bad_request("'suffix' is not supported by this server", "suffix");
+
+  const Json* p = field(body, "prompt");
+  if (p == nullptr) return bad_request("'prompt' is required", "prompt");
+  auto token_array = [&](const Json& arr, const std::string& name) -> Err {
+    out.prompt_is_tokens = true;
+    out.prompt_tokens.clear();
+    for (size_t k = 0; k < arr.size(); ++k) {
+      const Json& t = arr[k];
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        return bad_request(str_cat("'", name, "[", k, "]' must be a token id (a non-negative integer)"),
+                           "prompt");
+      out.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    return std::nullopt;
+  };
+  const Json* one = p;
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() != 1)
+      return bad_request(str_cat("only one prompt per request is supported, got ", p->size()), "prompt");
+    one = &p->front();
+  }
+  if (one->is_string()) {
+    out.prompt_text = one->get<std::string>();
+    if (out.prompt_text.empty()) return bad_request("'prompt' is empty", "prompt");
+  } else if (one->is_array()) {
+    MTP_API_TRY(token_array(*one, "prompt"));
+    if (out.prompt_tokens.empty()) return bad_request("'prompt' is empty", "prompt");
+  } else {
+    return wrong_type("prompt", "a string or an array of token ids", *one);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_messages(const Json& body, const RequestDefaults& d,
+                                            GenerationParams& out) {
+  const Json* m = field(body, "messages");
+  if (m == nullptr) return bad_request("'messages' is required", "messages");
+  if (!m->is_array()) return wrong_type("messages", "an array", *m);
+  if (m->empty()) return bad_request("'messages' must not be empty", "messages");
+  out.chat.messages = *m;
+  if (const Json* t = field(body, "tools")) {
+    if (!t->is_array()) return wrong_type("tools", "an array", *t);
+    if (!t->empty()) out.chat.tools = *t;
+  }
+  out.parse_tool_calls = true;
+  if (const Json* tc = field(body, "tool_choice")) {
+    const std::string choice = tc->is_string() ? tc->get<std::string>() : (tc->is_object() ? "function" : "");
+    if (choice == "none") {
+      out.chat.tools = Json();
+      out.parse_tool_calls = false;
+    } else if (choice != "auto") {
+      return bad_request(
+          str_cat("'tool_choice' ", tc->dump(),
+                  " is not supported (it needs constrained decoding); use \"auto\" or \"none\""),
+          "tool_choice");
+    }
+  }
+  out.chat.enable_thinking = d.enable_thinking;
+  if (const Json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) return wrong_type("chat_template_kwargs", "an object", *kw);
+    out.chat.extra_context = *kw;
+    if (auto et = kw->find("enable_thinking"); et != kw->end() && et->is_boolean())
+      out.chat.enable_thinking = et->get<bool>();
+  }
+  std::optional<bool> agp;
+  MTP_API_TRY(get_bool(body, "add_generation_prompt", agp));
+  out.chat.add_generation_prompt = agp.value_or(true);
+  out.reasoning_format = d.reasoning_format;
+  std::optional<std::string> rf;
+  MTP_API_TRY(get_string(body, "reasoning_format", rf));
+  if (rf) {
+    if (*rf == "none") {
+      out.reasoning_format = chat::ReasoningFormat::kNone;
+    } else if (*rf == "deepseek" || *rf == "auto" || *rf == "deepseek-legacy") {
+      out.reasoning_format = chat::ReasoningFormat::kDeepseek;
+    } else {
+      return bad_request(
+          str_cat("'reasoning_format' must be \"none\", \"deepseek\" or \"auto\", got \"", *rf, "\""),
+          "reasoning_format");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_request(const Json& body, const RequestDefaults& d,
+                                           GenerationParams& out) {
+  MTP_API_TRY(parse_common(body, d, /*chat=*/true, out));
+  return parse_chat_messages(body, d, out);
+}
+
+bool model_matches(std::string_view requested, std::string_view alias, std::string_view path) {
+  if (requested.empty() || requested == alias || requested == path) return true;
+  const size_t slash = path.find_last_of('/');
+  const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  return requested == base;
+}
+
+bool api_key_matches(std::string_view authorization, std::string_view x_api_key, std::string_view key) {
+  std::string_view given = x_api_key;
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() > kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer)
+    given = authorization.substr(kBearer.size());
+  // Compare every byte whatever the first difference, so the time does not tell how much of a key matched.
+  unsigned diff = given.size() == key.size() ? 0u : 1u;
+  for (size_t k = 0; k < key.size(); ++k)
+    diff |= static_cast<unsigned>(static_cast<unsigned char>(k < given.size() ? given[k] : 0) ^
+                                  static_cast<unsigned char>(key[k]));
+  return diff == 0 && !key.empty();
+}
+
+}  // namespace mtp::server

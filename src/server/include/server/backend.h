@@ -1,0 +1,44 @@
+// What the server's engine thread drives: the Engine's submit / cancel / step interface, behind a virtual
+// interface so that tests can run the whole HTTP server over a scripted generator (exact tool-call output,
+// controlled timing) as well as over the real engine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace mtp::server {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Engine::submit: kInvalidArgument (a bad request), kResourceExhausted (no free slot, or the prompt does
+  // not fit the context now).
+  virtual Expected<uint64_t> submit(std::vector<int32_t> prompt, const RequestOptions& options) = 0;
+  // Engine::cancel: the slot is free on return; the next step() reports a kCancelled event.
+  virtual void cancel(uint64_t request_id) = 0;
+  virtual Status step(std::vector<SlotEvent>& events, StepInfo* info) = 0;
+  virtual bool idle() const = 0;
+  virtual int32_t n_slots() const = 0;
+  virtual int32_t n_busy() const = 0;
+};
+
+// The real engine. Like the Engine, used by one thread only.
+class EngineBackend final : public Backend {
+ public:
+  explicit EngineBackend(Engine& engine) : engine_(engine) {}
+  Expected<uint64_t> submit(std::vector<int32_t> prompt, const RequestOptions& options) override {
+    return engine_.submit(std::move(prompt), options);
+  }
+  void cancel(uint64_t request_id) override { engine_.cancel(request_id); }
+  Status step(std::vector<SlotEvent>& events, StepInfo* info) override { return engine_.step(events, info); }
+  bool idle() const override { return engine_.idle(); }
+  int32_t n_slots() const override { return engine_.n_slots(); }
+  int32_t n_busy() const override { return engine_.n_busy(); }
+
+ private:
+  Engine& engine_;
+};
+
+}  // namespace mtp::server

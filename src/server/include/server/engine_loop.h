@@ -1,0 +1,134 @@
+// The server's engine thread (design.md section 6): the only thread that touches the Backend (the Engine).
+// HTTP threads hand it jobs through a bounded queue and read each request's updates from its channel.
+//
+// Each iteration: requests waiting in the queue move into free slots (FIFO), requests whose client went away
+// are cancelled, then one engine step runs over all busy slots (continuous batching: a new request joins the
+// next step). The step's tokens are detokenized here, so that a stop string ends its request at once
+// (Engine::cancel) and never waits for the client's thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "base/timer.h"
+#include "server/api.h"
+#include "server/backend.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mtp::server {
+
+struct GenerationJob {
+  std::vector<int32_t> prompt;
+  RequestOptions options;
+  std::vector<std::string> stop;  // generation ends before the first occurrence of any of these
+};
+
+// What the engine thread sends to the thread that serves a request.
+struct Update {
+  std::string text;                    // newly released text (stop strings and their prefixes held back)
+  std::vector<GeneratedToken> tokens;  // tokens generated since the last update
+  bool done = false;
+  std::string finish_reason;      // on done: "stop", "length" or "cancelled"
+  std::optional<ApiError> error;  // on done: the request failed (finish_reason is then empty)
+  RequestTimings timings;         // on done
+};
+
+// One request's mailbox, shared between its HTTP thread and the engine thread.
+class RequestChannel {
+ public:
+  struct Waker;
+  explicit RequestChannel(std::shared_ptr<Waker> waker) : waker_(std::move(waker)) {}
+
+  // HTTP side: moves pending updates into `out`; waits up to `timeout` when there are none. Returns whether
+  // anything was moved.
+  bool wait(std::vector<Update>& out, std::chrono::milliseconds timeout);
+  // The client went away: the engine thread frees the slot before its next step.
+  void cancel();
+  bool cancelled() const;
+
+  // Engine side.
+  void push(Update u);
+
+ private:
+  std::shared_ptr<Waker> waker_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Update> updates_;
+  bool cancelled_ = false;
+};
+
+struct LoopOptions {
+  size_t max_queue = 64;  // requests waiting for a slot; more are refused with 503
+  int retry_after_s = 1;  // the Retry-After of that refusal
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(Backend& backend, const Tokenizer& tokenizer, Metrics& metrics, LoopOptions options);
+  ~EngineLoop();  // cancel_all() and stop()
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  void start();
+  // Queues a job; the error is a 503 when the queue is full or the server is shutting down, a 500 after an
+  // engine failure.
+  std::variant<std::shared_ptr<RequestChannel>, ApiError> submit(GenerationJob job);
+
+  // Shutdown, in this order: drain() refuses new jobs and fails the queued ones (503); wait_idle() lets the
+  // running ones finish; cancel_all() ends the rest; stop() joins the thread.
+  void drain();
+  bool wait_idle(std::chrono::steady_clock::time_point deadline);
+  void cancel_all();
+  void stop();
+
+  Gauges gauges() const;
+  bool healthy() const;
+  const LoopOptions& options() const { return opt_; }
+
+ private:
+  struct Pending {
+    GenerationJob job;
+    std::shared_ptr<RequestChannel> ch;
+  };
+  struct Active;
+
+  void run();
+  void admit(std::deque<Pending>& batch);
+  void handle_event(SlotEvent& ev);
+  // Moves text from a.held to u.text up to a stop string (ending the request) or a possible stop prefix.
+  void release_text(Active& a, Update& u, bool final);
+  void finish(uint64_t id, Active& a, Update u, std::string reason);
+  void fail_all(const ApiError& error);
+  void publish_busy();  // busy_ = active_.size(), for the gauges and wait_idle()
+
+  Backend& backend_;
+  const int32_t n_slots_;  // read once: other threads never call the backend
+  const Tokenizer& tokenizer_;
+  Metrics& metrics_;
+  LoopOptions opt_;
+  std::shared_ptr<RequestChannel::Waker> waker_;  // the queue and the flags below live under its mutex
+  std::deque<Pending> queue_;
+  bool draining_ = false;
+  bool cancel_all_ = false;
+  bool stop_ = false;
+  bool healthy_ = true;
+  int32_t busy_ = 0;
+  int32_t drafting_ = 0;
+  std::thread thread_;
+  // Engine thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;
+  uint64_t steps_ = 0;
+};
+
+}  // namespace mtp::server

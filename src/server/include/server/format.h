@@ -1,0 +1,75 @@
+// The response side of the OpenAI-compatible endpoints: completion and chat completion objects, their
+// streamed chunks (server-sent events), usage, logprobs and the `timings` object (llama-server's names plus
+// the speculative-decoding statistics).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/output_parser.h"
+#include "server/api.h"
+#include "server/engine_loop.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mtp::server {
+
+// JSON text of `j`; invalid UTF-8 in generated text is replaced by U+FFFD instead of failing.
+std::string dump_json(const Json& j);
+// One server-sent event: "data: <json>\n\n".
+std::string sse_event(const Json& j);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+
+// "cmpl-..." / "chatcmpl-..." followed by 24 random alphanumerics.
+std::string make_response_id(const char* prefix);
+
+Json timings_json(const RequestTimings& t);
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// Builds one request's response from the engine thread's updates, whole or as stream chunks.
+class ResponseBuilder {
+ public:
+  // `format` is set for chat requests (the reply is parsed into content, reasoning_content and tool_calls).
+  ResponseBuilder(const GenerationParams& params, const Tokenizer& tokenizer, std::string model,
+                  int64_t n_prompt, std::optional<chat::OutputFormat> format);
+
+  // Streaming: the chunks to send for this update (each one SSE event), including the final chunk (and the
+  // usage chunk when stream_options.include_usage) when the update is the last one.
+  std::vector<Json> chunks(const Update& u);
+  // The first chunk of a chat stream (the assistant role), sent before any token.
+  Json role_chunk() const;
+
+  // Not streaming: accumulates updates; result() once the last one was added.
+  void add(const Update& u);
+  Json result() const;
+
+  // "stop", "length" or "tool_calls" (chat replies that produced tool calls).
+  std::string finish_reason() const;
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  bool chat() const { return parser_.has_value(); }
+  Json chunk_base() const;
+  Json logprobs_json(const std::vector<GeneratedToken>& tokens);
+  void count(const Update& u);
+
+  const GenerationParams& params_;
+  const Tokenizer& tokenizer_;
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  int64_t n_prompt_;
+  std::optional<chat::OutputParser> parser_;
+  int tool_index_ = 0;
+  // Accumulated (non-streaming).
+  std::string text_;
+  Json logprobs_ = Json();
+  size_t text_offset_ = 0;
+  int64_t n_generated_ = 0;
+  std::string reason_;
+  RequestTimings timings_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace mtp::server

@@ -1,0 +1,441 @@
+// The HTTP side of `mtp serve` (server.h): cpp-httplib routes, authentication, errors, streaming.
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "server/format.h"
+
+namespace mtp::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kJson = "application/json; charset=utf-8";
+
+void send_json(httplib::Response& res, int status, const Json& j) {
+  res.status = status;
+  res.set_content(dump_json(j), kJson);
+}
+
+void send_error(httplib::Response& res, const ApiError& e, int retry_after_s = 1) {
+  if (e.status == 503 || e.status == 429) res.set_header("Retry-After", std::to_string(retry_after_s));
+  send_json(res, e.status, e.to_json());
+}
+
+// The route a path is counted under in /metrics (unknown paths share one label, so that scans cannot grow
+// the label set).
+std::string endpoint_label(const std::string& path) {
+  static const char* const kKnown[] = {
+      "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions",
+      "/apply-template", "/tokenize",    "/detokenize",          "/v1/models",
+      "/models",         "/health",      "/v1/health",           "/metrics",
+      "/props"};
+  for (const char* k : kKnown)
+    if (path == k) return k;
+  return "other";
+}
+
+bool is_public(const std::string& path) {
+  return path == "/health" || path == "/v1/health" || path == "/v1/models" || path == "/models";
+}
+
+const char* status_text(int status) {
+  switch (status) {
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 413:
+      return "request_too_large";
+    case 414:
+      return "uri_too_long";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(ServerConfig c, Backend& b, const Tokenizer& t, const chat::ChatTemplate& tm)
+      : cfg(std::move(c)), backend(b), tok(t), tmpl(tm), loop(b, t, metrics, cfg.loop) {}
+
+  void routes();
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void stream(httplib::Response& res, std::shared_ptr<RequestChannel> ch, std::unique_ptr<GenerationParams> p,
+              int64_t n_prompt, std::optional<chat::OutputFormat> format);
+  // Renders a chat body's messages; the error is a 400 naming the problem.
+  std::optional<ApiError> render_chat(const GenerationParams& p, std::string& prompt) const;
+  std::vector<int32_t> tokenize_prompt(const std::string& text) const;
+  std::string model_id() const;
+
+  ServerConfig cfg;
+  Backend& backend;
+  const Tokenizer& tok;
+  const chat::ChatTemplate& tmpl;
+  Metrics metrics;
+  EngineLoop loop;
+  httplib::Server http;
+  std::thread listener;
+  int port = -1;
+  std::mutex shutdown_mu;
+  bool started = false;
+  bool shut = false;
+  int64_t created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+};
+
+std::string Server::Impl::model_id() const {
+  if (!cfg.alias.empty()) return cfg.alias;
+  const size_t slash = cfg.model_path.find_last_of('/');
+  return slash == std::string::npos ? cfg.model_path : cfg.model_path.substr(slash + 1);
+}
+
+std::vector<int32_t> Server::Impl::tokenize_prompt(const std::string& text) const {
+  EncodeOptions enc;
+  enc.parse_special = true;
+  // A template that writes the BOS token itself must not get a second one.
+  if (tok.bos() && tok.vocab().add_bos && text.starts_with(tok.piece(*tok.bos()))) enc.add_bos = false;
+  return tok.encode(text, enc);
+}
+
+std::optional<ApiError> Server::Impl::render_chat(const GenerationParams& p, std::string& prompt) const {
+  Expected<std::string> r = tmpl.render(p.chat);
+  if (!r.ok()) {
+    const bool template_error = r.status().message().rfind("line ", 0) == 0;
+    return bad_request((template_error ? "the chat template failed: " : "") + r.status().message(),
+                       template_error ? "" : "messages");
+  }
+  prompt = std::move(r).value();
+  return std::nullopt;
+}
+
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  Json body;
+  auto p = std::make_unique<GenerationParams>();
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  if (auto e = chat ? parse_chat_request(body, cfg.defaults, *p)
+                    : parse_completion_request(body, cfg.defaults, *p))
+    return send_error(res, *e);
+  if (!model_matches(p->model, model_id(), cfg.model_path)) {
+    ApiError e = bad_request(
+        str_cat("the model '", p->model, "' does not exist; this server serves '", model_id(), "'"), "model",
+        "model_not_found");
+    e.status = 404;
+    return send_error(res, e);
+  }
+  GenerationJob job;
+  std::optional<chat::OutputFormat> format;
+  if (chat) {
+    std::string text;
+    if (auto e = render_chat(*p, text)) return send_error(res, *e);
+    job.prompt = tokenize_prompt(text);
+    format = tmpl.output_format(p->chat, text, p->reasoning_format);
+    format->parse_tool_calls = format->parse_tool_calls && p->parse_tool_calls;
+  } else if (p->prompt_is_tokens) {
+    for (size_t i = 0; i < p->prompt_tokens.size(); ++i)
+      if (!tok.valid_id(p->prompt_tokens[i]))
+        return send_error(res,
+                          bad_request(str_cat("'prompt[", i, "]' = ", p->prompt_tokens[i],
+                                              " is not a token id (the vocabulary has ", tok.n_tokens(), ")"),
+                                      "prompt"));
+    job.prompt = p->prompt_tokens;
+  } else {
+    job.prompt = tokenize_prompt(p->prompt_text);
+  }
+  const int64_t n_prompt = static_cast<int64_t>(job.prompt.size());
+  const int64_t n_ctx = cfg.defaults.n_ctx;
+  if (n_prompt == 0)
+    return send_error(res, bad_request("the prompt has no tokens", chat ? "messages" : "prompt"));
+  if (n_prompt >= n_ctx)
+    return send_error(res, bad_request(str_cat("the prompt has ", n_prompt, " tokens; the context holds ",
+                                               n_ctx, " (prompt and completion together)"),
+                                       chat ? "messages" : "prompt", "context_length_exceeded"));
+  if (p->max_tokens_set && n_prompt + p->options.max_tokens > n_ctx)
+    return send_error(
+        res, bad_request(str_cat("the prompt (", n_prompt, " tokens) plus max_tokens (",
+                                 p->options.max_tokens, ") exceeds the context of ", n_ctx, " tokens"),
+                         "max_tokens", "context_length_exceeded"));
+  if (p->options.max_tokens < 0 || n_prompt + p->options.max_tokens > n_ctx)
+    p->options.max_tokens = n_ctx - n_prompt;
+  job.options = p->options;
+  job.stop = p->stop;
+
+  auto submitted = loop.submit(std::move(job));
+  if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e, cfg.loop.retry_after_s);
+  std::shared_ptr<RequestChannel> ch = std::get<std::shared_ptr<RequestChannel>>(std::move(submitted));
+  if (p->stream) return stream(res, std::move(ch), std::move(p), n_prompt, std::move(format));
+
+  ResponseBuilder builder(*p, tok, model_id(), n_prompt, std::move(format));
+  std::vector<Update> updates;
+  for (;;) {
+    updates.clear();
+    ch->wait(updates, std::chrono::milliseconds(500));
+    for (const Update& u : updates) {
+      if (u.error) return send_error(res, *u.error, cfg.loop.retry_after_s);
+      builder.add(u);
+      if (!u.done) continue;
+      for (const std::string& w : builder.warnings())
+        std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
+      return send_json(res, 200, builder.result());
+    }
+  }
+}
+
+void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel> ch,
+                          std::unique_ptr<GenerationParams> p, int64_t n_prompt,
+                          std::optional<chat::OutputFormat> format) {
+  struct State {
+    std::unique_ptr<GenerationParams> params;
+    std::unique_ptr<ResponseBuilder> builder;
+    std::shared_ptr<RequestChannel> ch;
+  };
+  auto st = std::make_shared<State>();
+  st->params = std::move(p);
+  const bool chat = format.has_value();
+  st->builder = std::make_unique<ResponseBuilder>(*st->params, tok, model_id(), n_prompt, std::move(format));
+  st->ch = std::move(ch);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  // One provider call writes the whole stream, so a server stop() does not cut it short (httplib checks for
+  // shutdown only between calls); the engine loop's cancel_all() ends it instead.
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, chat](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) {
+          if (sink.write(s.data(), s.size())) return true;
+          st->ch->cancel();  // the client went away: free the slot
+          return false;
+        };
+        if (chat && !write(sse_event(st->builder->role_chunk()))) return false;
+        std::vector<Update> updates;
+        for (;;) {
+          updates.clear();
+          st->ch->wait(updates, std::chrono::milliseconds(500));
+          for (const Update& u : updates) {
+            if (u.error) {
+              if (!write(sse_event(u.error->to_json())) || !write(kSseDone)) return false;
+              sink.done();
+              return true;
+            }
+            for (const Json& c : st->builder->chunks(u))
+              if (!write(sse_event(c))) return false;
+            if (u.done) {
+              for (const std::string& w : st->builder->warnings())
+                std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
+              if (!write(kSseDone)) return false;
+              sink.done();
+              return true;
+            }
+          }
+        }
+      },
+      [st](bool success) {
+        if (!success) st->ch->cancel();
+      });
+}
+
+void Server::Impl::routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (cfg.api_key.empty() || is_public(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (api_key_matches(req.get_header_value("Authorization"), req.get_header_value("X-Api-Key"),
+                        cfg.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    ApiError e;
+    e.status = 401;
+    e.type = "authentication_error";
+    e.code = "invalid_api_key";
+    e.message = req.has_header("Authorization") || req.has_header("X-Api-Key")
+                    ? "invalid API key"
+                    : "an API key is required: send \"Authorization: Bearer KEY\"";
+    send_error(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    ApiError e;
+    e.status = res.status;
+    e.code = status_text(res.status);
+    if (res.status == 404) {
+      e.message = str_cat("no endpoint ", req.method, " ", req.path);
+    } else if (res.status == 413) {
+      e.message = str_cat("the request body is larger than the limit of ", cfg.max_body_bytes, " bytes");
+    } else {
+      e.message = str_cat("HTTP ", res.status);
+      if (res.status >= 500) e.type = "server_error";
+    }
+    send_json(res, res.status, e.to_json());
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, server_error(500, "internal error: " + what));
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.on_response(endpoint_label(req.path), res.status);
+    if (cfg.log_requests)
+      std::fprintf(stderr, "mtp serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+  });
+
+  for (const char* path : {"/v1/completions", "/completions"})
+    http.Post(path,
+              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+  for (const char* path : {"/v1/chat/completions", "/chat/completions"})
+    http.Post(path,
+              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+  http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    Json body;
+    GenerationParams p;
+    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    if (auto e = parse_chat_messages(body, cfg.defaults, p)) return send_error(res, *e);
+    std::string prompt;
+    if (auto e = render_chat(p, prompt)) return send_error(res, *e);
+    send_json(res, 200, Json{{"prompt", prompt}});
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    Json body;
+    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    auto c = body.find("content");
+    if (c == body.end() || !c->is_string())
+      return send_error(res, bad_request("'content' must be a string", "content"));
+    bool special = true;
+    if (auto s = body.find("parse_special"); s != body.end()) {
+      if (!s->is_boolean())
+        return send_error(res, bad_request("'parse_special' must be a boolean", "parse_special"));
+      special = s->get<bool>();
+    }
+    EncodeOptions enc;
+    enc.parse_special = special;
+    enc.add_bos = false;
+    send_json(res, 200, Json{{"tokens", tok.encode(c->get<std::string>(), enc)}});
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    Json body;
+    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    auto t = body.find("tokens");
+    if (t == body.end() || !t->is_array())
+      return send_error(res, bad_request("'tokens' must be an array", "tokens"));
+    std::vector<int32_t> ids;
+    for (const Json& v : *t) {
+      if (!v.is_number_integer() || !tok.valid_id(static_cast<int32_t>(v.get<int64_t>())) ||
+          v.get<int64_t>() != static_cast<int32_t>(v.get<int64_t>()))
+        return send_error(res, bad_request("'tokens' must hold token ids of this vocabulary", "tokens"));
+      ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+    }
+    send_json(res, 200, Json{{"content", tok.decode(ids)}});
+  });
+
+  auto models = [this](const httplib::Request&, httplib::Response& res) {
+    Json m = Json{{"id", model_id()},
+                  {"object", "model"},
+                  {"created", created},
+                  {"owned_by", "mtp.cpp"},
+                  {"meta", Json{{"path", cfg.model_path}, {"n_ctx", cfg.defaults.n_ctx}}}};
+    send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({m})}});
+  };
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    const Gauges g = loop.gauges();
+    const bool ok = loop.healthy();
+    send_json(res, ok ? 200 : 500,
+              Json{{"status", ok ? "ok" : "error"},
+                   {"slots_idle", g.slots_total - g.slots_busy},
+                   {"slots_processing", g.slots_busy},
+                   {"queue_length", g.queue_length}});
+  };
+  http.Get("/health", health);
+  http.Get("/v1/health", health);
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(loop.gauges()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    Json j = cfg.props;
+    const Gauges g = loop.gauges();
+    j["model_alias"] = model_id();
+    j["total_slots"] = g.slots_total;
+    j["slots_busy"] = g.slots_busy;
+    j["queue_length"] = g.queue_length;
+    j["chat_template"] = tmpl.source();
+    j["chat_template_builtin_chatml"] = tmpl.is_fallback();
+    send_json(res, 200, j);
+  });
+}
+
+Server::Server(ServerConfig config, Backend& backend, const Tokenizer& tokenizer,
+               const chat::ChatTemplate& chat_template)
+    : impl_(std::make_unique<Impl>(std::move(config), backend, tokenizer, chat_template)) {}
+
+Server::~Server() {
+  shutdown();
+}
+
+Status Server::start() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.shutdown_mu);
+  if (s.started) return Status::Ok();
+  const int n_threads = s.cfg.http_threads > 0
+                            ? s.cfg.http_threads
+                            : s.backend.n_slots() + static_cast<int>(s.cfg.loop.max_queue) + 8;
+  s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  s.http.set_payload_max_length(s.cfg.max_body_bytes);
+  s.http.set_keep_alive_max_count(1000);
+  s.http.set_keep_alive_timeout(5);
+  s.http.set_read_timeout(10);
+  s.http.set_write_timeout(10);
+  s.routes();
+  if (s.cfg.port == 0) {
+    s.port = s.http.bind_to_any_port(s.cfg.host);
+    if (s.port < 0) return io_error("cannot bind ", s.cfg.host, " on an ephemeral port");
+  } else {
+    if (!s.http.bind_to_port(s.cfg.host, s.cfg.port))
+      return io_error("cannot bind ", s.cfg.host, ":", s.cfg.port,
+                      " (in use, or not an address of this machine)");
+    s.port = s.cfg.port;
+  }
+  s.loop.start();
+  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.started = true;
+  return Status::Ok();
+}
+
+int Server::port() const {
+  return impl_->port;
+}
+
+void Server::shutdown() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.shutdown_mu);
+  if (s.shut) return;
+  s.shut = true;
+  if (!s.started) return;
+  s.loop.drain();  // new requests and queued ones: 503
+  s.http.stop();   // no new connections; the running handlers continue
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s.cfg.shutdown_timeout_s * 1e3));
+  s.loop.wait_idle(deadline);
+  s.loop.cancel_all();
+  if (s.listener.joinable()) s.listener.join();  // every HTTP thread has ended
+  s.loop.stop();
+}
+
+Metrics& Server::metrics() {
+  return impl_->metrics;
+}
+const ServerConfig& Server::config() const {
+  return impl_->cfg;
+}
+
+}  // namespace mtp::server

@@ -1,0 +1,57 @@
+// Drafters for speculative decoding (design.md section 4, qwen35moe.md sections 4-6).
+//
+// A drafter proposes up to n_max tokens that follow a sequence's last sampled token; the engine verifies
+// them in one trunk batch and keeps the prefix the target agrees with. The interface keeps the MTP head
+// replaceable: tests use a scripted drafter to force every acceptance length.
+//
+// Per sequence and step, the engine calls, in this order:
+//   draft(tasks)        for the sequences that draft this step (all of them in one call, so a drafter can
+//                       batch its work across sequences);
+//   observe(seq, ...)   after every trunk batch of the sequence (prompt chunks and verify rows alike), with
+//                       the rows that were kept after acceptance and their post-norm hiddens.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace mtp::spec {
+
+// How much to draft (qwen35moe.md section 4.5; the defaults are llama.cpp's).
+struct DraftParams {
+  int32_t n_max = 3;   // draft at most this many tokens; 0 = no drafting
+  int32_t n_min = 0;   // a draft shorter than this is dropped
+  float p_min = 0.0f;  // stop drafting when the top candidate's probability (over the top 10) is below this
+  bool subset = true;  // draft over the drafter's vocabulary subset when it has one (false: the full head)
+};
+
+// One sequence's request for a draft this step.
+struct DraftTask {
+  int32_t seq = 0;
+  int32_t last_token = 0;  // the last sampled token, at position `pos`, not yet in the trunk
+  int64_t pos = 0;
+  DraftParams params;          // params.n_max > 0
+  std::vector<int32_t> draft;  // out: 0..n_max tokens for positions pos+1, pos+2, ...
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string_view name() const = 0;
+
+  // The sequence starts empty (a new request in the slot) and will draft (track = true), or will never
+  // draft, so the drafter need not follow it (track = false).
+  virtual void begin(int32_t seq, bool track) = 0;
+  // After a trunk batch of `seq`: the kept rows are tokens[i] at position pos0 + i, with their post-norm
+  // hiddens (tokens.size() x n_embd, row order). Rows rejected by verification are not passed. May run
+  // drafter work (an MTP catch-up pass); fails only on an engine error.
+  virtual Status observe(int32_t seq, int64_t pos0, std::span<const int32_t> tokens,
+                         std::span<const float> hidden) = 0;
+  // Fills task.draft for every task. Fails only on an engine error (the sequence's state is then unusable).
+  virtual Status draft(std::span<DraftTask> tasks) = 0;
+};
+
+}  // namespace mtp::spec

@@ -1,0 +1,304 @@
+// `mtp serve` as a user runs it: the built binary as a child process on an ephemeral port, the real engine
+// on the bundled model (models/example.gguf: tiny, structured, with an MTP head), over loopback HTTP.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <regex>
+#include <thread>
+
+#include "../tools/cli_util.h"
+#include "http_client.h"
+#include "server/api.h"
+#include "server_process.h"
+
+namespace mtp::testing {
+namespace {
+
+using server::Json;
+
+const std::string kModel = "-m models/example.gguf -t 2";
+
+Json post_json(int port, const std::string& path, const Json& body) {
+  HttpResponse r = http_post(port, path, body.dump());
+  Json j = Json::parse(r.body, nullptr, false);
+  if (r.status != 200) ADD_FAILURE() << path << " " << body.dump() << " -> " << r.status << " " << r.body;
+  return j;
+}
+
+// The text of a streamed completion or chat completion, checking the SSE framing on the way.
+std::string stream_text(const std::string& body, Json* last = nullptr) {
+  std::vector<std::string> data = sse_data(body);
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    Json j = Json::parse(data[i]);
+    EXPECT_FALSE(j.contains("error")) << data[i];
+    if (j["choices"].empty()) continue;
+    const Json& c = j["choices"][0];
+    if (c.contains("text")) text += c["text"].get<std::string>();
+    if (c.contains("delta") && c["delta"].contains("content"))
+      text += c["delta"]["content"].get<std::string>();
+    if (last != nullptr && !c["finish_reason"].is_null()) *last = j;
+  }
+  return text;
+}
+
+// Value of one sample line of /metrics ("name{labels}"), 0 when absent.
+double metric(int port, const std::string& sample) {
+  const std::string text = http_get(port, "/metrics").body;
+  const size_t at = text.find("\n" + sample + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(text.substr(at + sample.size() + 2));
+}
+
+Json completion_body(int i, int max_tokens) {
+  Json b = Json{{"prompt", "Request " + std::to_string(i) + " says: the model"},
+                {"max_tokens", max_tokens},
+                {"ignore_eos", true},
+                {"temperature", 0}};
+  if (i % 4 == 3) {  // some sampled with a seed: the same seed gives the same bytes, alone or under load
+    b["temperature"] = 0.9;
+    b["seed"] = 1000 + i;
+  }
+  if (i % 3 == 1) b["stream"] = true;
+  return b;
+}
+
+std::string run_completion(int port, const Json& body) {
+  HttpResponse r = http_post(port, "/v1/completions", body.dump());
+  if (r.status != 200) return "HTTP " + std::to_string(r.status) + ": " + r.body;
+  if (body.value("stream", false)) return stream_text(r.body);
+  return Json::parse(r.body)["choices"][0]["text"].get<std::string>();
+}
+
+// The seed's llama-server command line (minus its GPU-only values) runs, and /props reports what is in force.
+TEST(ServeTest, SeedCommandLineAndProps) {
+  ServerProcess srv(
+      kModel +
+      " --alias Ornith -c 2048 -np 3 -b 4096 -ub 512 -ngl 99 --flash-attn on --reasoning off"
+      " --reasoning-format deepseek --spec-type draft-mtp --spec-draft-ngl 99 --spec-draft-n-max 2"
+      " --spec-draft-n-min 0 --spec-draft-backend-sampling --cont-batching --metrics --cache-ram 0"
+      " --ctx-checkpoints 0 --spec-max-drafting-slots 1");
+  EXPECT_NE(srv.banner().find("speculative: draft-mtp, n_max 2"), std::string::npos) << srv.banner();
+  Json props = Json::parse(http_get(srv.port(), "/props").body);
+  EXPECT_EQ(props["speculative"]["type"], "draft-mtp");
+  EXPECT_EQ(props["speculative"]["n_max"], 2);
+  EXPECT_EQ(props["speculative"]["max_drafting_slots"], 1);
+  EXPECT_EQ(props["speculative"]["policy"], "fixed");
+  EXPECT_EQ(props["total_slots"], 3);
+  EXPECT_EQ(props["n_ctx"], 2048);
+  EXPECT_EQ(props["n_batch_rows_per_step"], 512);
+  EXPECT_EQ(props["reasoning"], "off");
+  EXPECT_GE(props["compatibility_notices"].size(), 5u);
+  EXPECT_EQ(Json::parse(http_get(srv.port(), "/v1/models").body)["data"][0]["id"], "Ornith");
+  EXPECT_EQ(Json::parse(http_get(srv.port(), "/health").body)["status"], "ok");
+  srv.signal(SIGINT);
+  EXPECT_EQ(srv.wait(30), 0);
+}
+
+TEST(ServeTest, CompletionsAndChat) {
+  ServerProcess srv(kModel + " -np 2");
+  const int port = srv.port();
+  Json body = Json{{"prompt", "The model"}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}};
+  Json whole = post_json(port, "/v1/completions", body);
+  const std::string text = whole["choices"][0]["text"];
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 20);
+  Json toks = post_json(port, "/tokenize", Json{{"content", "The model"}});
+  EXPECT_EQ(whole["usage"]["prompt_tokens"], toks["tokens"].size());
+  EXPECT_EQ(whole["timings"]["predicted_n"], 20);
+  body["stream"] = true;
+  Json last;
+  HttpResponse r = http_post(port, "/v1/completions", body.dump());
+  EXPECT_EQ(stream_text(r.body, &last), text);
+  EXPECT_EQ(last["usage"]["completion_tokens"], 20);
+
+  // A stop string from the middle of that text ends the request there (the engine is told to cancel).
+  const std::string stop = text.substr(text.size() / 2, 3);
+  Json stopped =
+      post_json(port, "/v1/completions",
+                Json{{"prompt", "The model"}, {"max_tokens", 20}, {"temperature", 0}, {"stop", stop}});
+  EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(stopped["usage"]["completion_tokens"].get<int64_t>(), 20);
+
+  Json chat = Json{{"messages", Json::array({Json{{"role", "user"}, {"content", "Hello"}}})},
+                   {"max_tokens", 16},
+                   {"temperature", 0}};
+  Json c = post_json(port, "/v1/chat/completions", chat);
+  EXPECT_EQ(c["object"], "chat.completion");
+  const Json& msg = c["choices"][0]["message"];
+  const int64_t n = c["usage"]["completion_tokens"];
+  EXPECT_GT(n, 0);
+  EXPECT_LE(n, 16);
+  chat["stream"] = true;
+  r = http_post(port, "/v1/chat/completions", chat.dump());
+  EXPECT_EQ(stream_text(r.body, &last), msg["content"].is_null() ? "" : msg["content"].get<std::string>());
+  EXPECT_EQ(last["usage"]["completion_tokens"], n);
+  const std::string prompt = post_json(port, "/apply-template", chat)["prompt"];
+  EXPECT_EQ(prompt, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(c["usage"]["prompt_tokens"],
+            post_json(port, "/tokenize", Json{{"content", prompt}})["tokens"].size());
+}
+
+// 16 concurrent requests (greedy, and seeded sampling) give exactly the text each gives alone, with MTP off
+// and on, and MTP on gives the same text as MTP off.
+TEST(ServeTest, DeterministicUnderLoad) {
+  constexpr int kRequests = 16;
+  std::vector<std::string> reference;
+  for (const char* spec : {"--spec none", "--spec mtp --draft-max 3"}) {
+    ServerProcess srv(kModel + " -np 16 -c 4096 " + spec);
+    const int port = srv.port();
+    std::vector<std::string> alone;
+    for (int i = 0; i < kRequests; ++i) alone.push_back(run_completion(port, completion_body(i, 24)));
+    std::vector<std::future<std::string>> futures;
+    for (int i = 0; i < kRequests; ++i)
+      futures.push_back(
+          std::async(std::launch::async, [port, i] { return run_completion(port, completion_body(i, 24)); }));
+    for (int i = 0; i < kRequests; ++i) {
+      EXPECT_EQ(futures[i].get(), alone[i]) << spec << ", request " << i;
+      EXPECT_FALSE(alone[i].empty());
+    }
+    if (reference.empty()) {
+      reference = alone;
+    } else {
+      for (int i = 0; i < kRequests; ++i) EXPECT_EQ(alone[i], reference[i]) << "MTP on vs off, request " << i;
+      EXPECT_GT(metric(port, "mtp_draft_tokens_total"), 0);
+    }
+    srv.signal(SIGTERM);
+    EXPECT_EQ(srv.wait(30), 0);
+  }
+}
+
+// --spec-max-drafting-slots 1: a lone request drafts; four at once do not (the per-step counters by number
+// of generating slots prove it), and a lone request drafts again afterwards.
+TEST(ServeTest, ThrottleDraftsAtC1NotC4) {
+  ServerProcess srv(kModel + " -np 4 --spec mtp --spec-max-drafting-slots 1");
+  const int port = srv.port();
+  auto drafting = [&](int generating) {
+    return metric(port, "mtp_steps_drafting_slots_total{generating=\"" + std::to_string(generating) + "\"}");
+  };
+  Json body = Json{{"prompt", "The model"}, {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}};
+  Json one = post_json(port, "/v1/completions", body);
+  EXPECT_GT(one["timings"]["draft_n"].get<int64_t>(), 0);
+  const double c1_drafting = drafting(1);
+  EXPECT_GT(c1_drafting, 0);
+  EXPECT_GT(metric(port, "mtp_draft_tokens_total"), 0);
+
+  body["max_tokens"] = 400;
+  std::vector<std::future<Json>> futures;
+  for (int i = 0; i < 4; ++i) {
+    Json b = body;
+    b["prompt"] = "Prompt " + std::to_string(i);
+    futures.push_back(
+        std::async(std::launch::async, [port, b] { return post_json(port, "/v1/completions", b); }));
+  }
+  for (auto& f : futures) EXPECT_EQ(f.get()["usage"]["completion_tokens"], 400);
+  EXPECT_GT(metric(port, "mtp_steps_total{generating=\"4\"}"), 0);  // the four did run together
+  for (int g = 2; g <= 4; ++g) EXPECT_EQ(drafting(g), 0) << g << " slots generating";
+
+  body["max_tokens"] = 48;
+  post_json(port, "/v1/completions", body);
+  EXPECT_GT(drafting(1), c1_drafting);
+}
+
+// "speculative": false means no drafting at all for that request, on a server that drafts by default.
+TEST(ServeTest, PerRequestSpeculative) {
+  ServerProcess srv(kModel + " -np 2 --spec mtp --draft-max 3");
+  const int port = srv.port();
+  Json body = Json{{"prompt", "The model"}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  Json off_body = body;
+  off_body["speculative"] = false;
+  const double before = metric(port, "mtp_draft_tokens_total");
+  Json off = post_json(port, "/v1/completions", off_body);
+  EXPECT_EQ(off["timings"]["draft_n"], 0);
+  EXPECT_EQ(metric(port, "mtp_draft_tokens_total"), before);
+  EXPECT_EQ(metric(port, "mtp_drafting_slot_steps_total"), 0);
+  Json on = post_json(port, "/v1/completions", body);
+  EXPECT_GT(on["timings"]["draft_n"].get<int64_t>(), 0);
+  EXPECT_EQ(on["choices"][0]["text"], off["choices"][0]["text"]);
+  // A smaller cap for one request: never more than one token per round.
+  Json one_body = body;
+  one_body["speculative"] = Json{{"n_max", 1}};
+  Json one = post_json(port, "/v1/completions", one_body);
+  EXPECT_GT(one["timings"]["draft_n"].get<int64_t>(), 0);
+  EXPECT_EQ(one["timings"]["draft_n"], one["timings"]["draft_rounds"]);
+  EXPECT_LE(one["timings"]["acceptance_per_position"].size(), 1u);
+  // Run concurrently with a drafting request, the speculative:false one still drafts nothing.
+  auto f = std::async(std::launch::async, [&] { return post_json(port, "/v1/completions", body); });
+  Json off2 = post_json(port, "/v1/completions", off_body);
+  EXPECT_EQ(off2["timings"]["draft_n"], 0);
+  EXPECT_GT(f.get()["timings"]["draft_n"].get<int64_t>(), 0);
+}
+
+TEST(ServeTest, BadInputAndDisconnect) {
+  ServerProcess srv(kModel + " -np 1 -c 64");
+  const int port = srv.port();
+  HttpResponse r =
+      http_post(port, "/v1/completions", Json{{"prompt", std::string(400, 'z') + " the end"}}.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "context_length_exceeded");
+  r = http_post(port, "/v1/completions", Json{{"prompt", Json::array({1, 2, 512})}}.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("prompt[2]"), std::string::npos);
+  r = http_post(port, "/v1/chat/completions",
+                R"({"messages": [{"role": "wizard", "content": "x"}], "max_tokens": 2})");
+  EXPECT_TRUE(r.status == 200 || r.status == 400) << r.body;
+  // A stream dropped mid-way frees the only slot; the next request is served.
+  {
+    HttpConnection c(port);
+    c.send("POST", "/v1/completions",
+           Json{{"prompt", "The model"}, {"max_tokens", 60}, {"ignore_eos", true}, {"stream", true}}.dump());
+    ASSERT_EQ(c.read_head().status, 200);
+    ASSERT_FALSE(c.read_body_piece().empty());
+  }
+  bool freed = false;
+  for (int i = 0; i < 500 && !freed; ++i) {
+    freed = Json::parse(http_get(port, "/health").body)["slots_processing"] == 0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(freed);
+  Json ok = post_json(port, "/v1/completions", Json{{"prompt", "The model"}, {"max_tokens", 4}});
+  EXPECT_GE(ok["usage"]["completion_tokens"].get<int64_t>(), 1);
+}
+
+// SIGTERM while a stream runs: the stream ends properly ([DONE]), new connections are refused, exit 0.
+TEST(ServeTest, SigtermWhileStreaming) {
+  ServerProcess srv(kModel + " -np 2 -c 8192 --shutdown-timeout 0.2");
+  const int port = srv.port();
+  HttpConnection c(port);
+  c.send("POST", "/v1/completions",
+         Json{{"prompt", "The model"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}}.dump());
+  ASSERT_EQ(c.read_head().status, 200);
+  std::string body = c.read_body_piece();
+  ASSERT_FALSE(body.empty());
+  srv.signal(SIGTERM);
+  for (std::string piece; !(piece = c.read_body_piece()).empty();) body += piece;
+  std::vector<std::string> data = sse_data(body);
+  EXPECT_EQ(data.back(), "[DONE]");
+  Json last = Json::parse(data[data.size() - 2]);
+  EXPECT_TRUE(last.contains("error") || !last["choices"][0]["finish_reason"].is_null()) << last.dump();
+  EXPECT_EQ(srv.wait(30), 0);
+  EXPECT_THROW(HttpConnection{port}, std::runtime_error);
+}
+
+TEST(ServeTest, FlagErrors) {
+  CommandResult r = run_mtp("serve -m models/example.gguf -np 0", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("-np must be >= 1"), std::string::npos) << r.output;
+  r = run_mtp("serve -m models/example.gguf --bogus", true);
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_mtp("serve -m models/example.gguf --spec-type ngram", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("draft-mtp"), std::string::npos) << r.output;
+  r = run_mtp("serve -m models/no-such-file.gguf", true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("no-such-file.gguf"), std::string::npos) << r.output;
+  r = run_mtp("serve --help", true);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--spec-max-drafting-slots"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mtp::testing
