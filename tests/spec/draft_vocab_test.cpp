@@ -311,7 +311,9 @@ TEST_P(DraftHead, SubsetLogitsEqualTheFullHeadBitwise) {
   EXPECT_TRUE(std::is_sorted(v->ids().begin(), v->ids().end()));
   for (size_t i = 0; i < 100; ++i) EXPECT_TRUE(v->contains(ranked[i])) << ranked[i];
   for (size_t i = 100; i < ranked.size(); ++i) {
-    if (!std::binary_search(always.begin(), always.end(), ranked[i])) EXPECT_FALSE(v->contains(ranked[i]));
+    if (!std::binary_search(always.begin(), always.end(), ranked[i])) {
+      EXPECT_FALSE(v->contains(ranked[i]));
+    }
   }
   for (int32_t id : always) EXPECT_TRUE(v->contains(id));
   EXPECT_EQ(v->bytes(), static_cast<uint64_t>(v->size() * head.row_bytes()));
@@ -382,7 +384,9 @@ TEST(DraftHead, MatchesTheLogitsOfForwardMtp) {
     const int32_t best = static_cast<int32_t>(std::max_element(full.begin(), full.end()) - full.begin());
     const int32_t drafted = v->argmax({sub.data() + r * n, static_cast<size_t>(n)});
     EXPECT_TRUE(v->contains(drafted));
-    if (v->contains(best)) EXPECT_EQ(drafted, best) << "row " << r;
+    if (v->contains(best)) {
+      EXPECT_EQ(drafted, best) << "row " << r;
+    }
   }
 }
 
