@@ -100,8 +100,31 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     }
     return t;
   };
-  double tokens = static_cast<double>(n);
-  double best = tokens / std::max(step_time(k), 1e-9);
+  auto expected_tokens = [&](const std::vector<int32_t>& ks) {
+    double t = 0;
+    for (size_t r = 0; r < n; ++r) {
+      t += 1;
+      for (int32_t i = 0; i < ks[r]; ++i) t += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
+    }
+    return t;
+  };
+  auto goodput = [&](const std::vector<int32_t>& ks) {
+    return expected_tokens(ks) / std::max(step_time(ks), 1e-9);
+  };
+  // A draft pass costs the same for one slot as for many, so one position at a time is too myopic to start
+  // from: first the best uniform length (every slot min(L, its cap)), then single positions on top.
+  int32_t max_cap = 0;
+  for (const SlotDemand& d : slots) max_cap = std::max(max_cap, d.n_max);
+  double best = goodput(k);
+  for (int32_t len = 1; len <= max_cap; ++len) {
+    std::vector<int32_t> u(n);
+    for (size_t r = 0; r < n; ++r) u[r] = slots[r].acceptance ? std::min(len, slots[r].n_max) : 0;
+    const double g = goodput(u);
+    if (g > best) {
+      best = g;
+      k = u;
+    }
+  }
   for (;;) {
     // The slot whose next draft position is the most likely to be accepted.
     int64_t pick = -1;
@@ -116,13 +139,12 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     }
     if (pick < 0) break;
     ++k[static_cast<size_t>(pick)];
-    const double goodput = (tokens + gain) / std::max(step_time(k), 1e-9);
-    if (goodput <= best) {
+    const double g = goodput(k);
+    if (g <= best) {
       --k[static_cast<size_t>(pick)];
       break;
     }
-    best = goodput;
-    tokens += gain;
+    best = g;
   }
   return k;
 }
