@@ -68,6 +68,7 @@ test: unit-test asan-test fuzz chat-goldens
 bench: build
 	./$(BUILD)/bench/gguf/bench_gguf_open
 	./$(BUILD)/bench/quant/quant_throughput
+	./$(BUILD)/bench/engine/spec_bench $(MODEL) --tokens 64
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
