@@ -129,8 +129,9 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
   }
   for (int32_t step = 0; batch_.size() > 0; ++step) {
     MTP_RETURN_IF_ERROR(forward_mtp(model_, batch_, memory_, out_, pool_));
-    if (vocab_ != nullptr) {  // logits over the subset, for the rows that draft with it
-      std::vector<float> h;
+    if (vocab_ != nullptr) {           // logits over the subset, for the rows that draft with it
+      std::vector<float>& h = sub_h_;  // reused: no allocation per pass after warm-up
+      h.clear();
       for (size_t t = 0; t < tasks.size(); ++t)
         if (row[t] >= 0 && uses_subset(tasks[t])) {
           const auto hr = out_.hidden_of(row[t]);

@@ -13,9 +13,7 @@ std::unique_ptr<Engine> engine_for(const Model& model, ThreadPool& pool, bool sp
   eo.n_slots = slots;
   eo.spec = spec ? SpecType::kMtp : SpecType::kNone;
   eo.end_tokens = default_end_tokens(model.vocab());
-  auto e = Engine::create(model, eo, pool);
-  if (!e.ok()) throw std::runtime_error(e.status().message());
-  return std::move(e).value();
+  return make_engine(model, eo, pool);
 }
 
 TEST(EngineApi, BadRequestsAndBusySlots) {

@@ -36,6 +36,12 @@ inline const std::string& structured_model(GgmlType type, double noise = 1.75) {
   return paths.emplace(key, path).first->second;
 }
 
+inline std::unique_ptr<Engine> make_engine(const Model& model, const EngineOptions& eo, ThreadPool& pool) {
+  auto e = Engine::create(model, eo, pool);
+  if (!e.ok()) throw std::runtime_error(e.status().message());
+  return std::move(e).value();
+}
+
 struct Generation {
   std::vector<int32_t> tokens;
   RequestTimings timings;

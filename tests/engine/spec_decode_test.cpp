@@ -26,12 +26,6 @@ EngineOptions engine_options(bool spec, int32_t n_max, int32_t slots = 1) {
   return eo;
 }
 
-std::unique_ptr<Engine> make_engine(const Model& model, const EngineOptions& eo, ThreadPool& pool) {
-  auto e = Engine::create(model, eo, pool);
-  if (!e.ok()) throw std::runtime_error(e.status().message());
-  return std::move(e).value();
-}
-
 class SpecVsPlain : public ::testing::TestWithParam<GgmlType> {};
 
 // Greedy: byte-identical tokens for many prompts and draft lengths 1-4; drafts must actually be accepted

@@ -15,6 +15,7 @@ namespace {
 using testing::fixtures;
 
 using testing::load;
+using testing::tokens;
 
 Memory make_memory(const Model& model, int32_t n_seq = 4, int64_t n_ctx = 1024, int32_t snaps = 4) {
   MemoryOptions o;
@@ -70,16 +71,6 @@ std::string model_path(const std::string& name) {
   if (name == "f32") return fixtures().tiny_mtp;
   if (name == "q8_0") return fixtures().tiny_q8_mtp;
   return engine_fixtures().path.at(name);
-}
-
-std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (int64_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab)));
-  }
-  return t;
 }
 
 // max |a - b| / max |b|.

@@ -53,6 +53,17 @@ inline Model load(const std::string& path) {
   return std::move(*m);
 }
 
+// n pseudo-random token ids below `vocab` (an LCG: the same seed gives the same ids everywhere).
+inline std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab)));
+  }
+  return t;
+}
+
 // Writes a copy of `src` to `dst` after `edit` has seen (and may change or drop, by returning false) every
 // tensor's spec and bytes.
 inline void rewrite_gguf(const std::string& src, const std::string& dst,

@@ -14,6 +14,7 @@ namespace {
 using testing::fixtures;
 
 using testing::load;
+using testing::tokens;
 
 Memory make_memory(const Model& model, GgmlType kt, GgmlType vt, int32_t n_seq = 3, int64_t n_ctx = 512) {
   MemoryOptions o;
@@ -26,16 +27,6 @@ Memory make_memory(const Model& model, GgmlType kt, GgmlType vt, int32_t n_seq =
   auto m = Memory::create(model.config(), o);
   if (!m.ok()) throw std::runtime_error(m.status().message());
   return std::move(*m);
-}
-
-std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (int64_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab)));
-  }
-  return t;
 }
 
 // Every row's logits, `toks` fed in batches of `chunk` rows to a new sequence.

@@ -71,7 +71,7 @@ class MtpDrafter final : public Drafter {
   std::vector<SeqState> seqs_;
   Batch batch_;
   Outputs out_;
-  std::vector<float> sub_logits_;
+  std::vector<float> sub_h_, sub_logits_;  // subset head: hiddens in, logits out
   double last_pass_s_ = 0;
 };
 
