@@ -2,7 +2,10 @@
 // bandwidth, the cost of extra rows relative to one row, and prompt-sized GMAC/s.
 //
 //   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avx512] [--no-head] [--gemm-only]
-//                 [--pool-mb N]
+//                 [--pool-mb N] [--packed]
+//
+// --packed: weights in the load-time packed layout (kernels/pack.h) where the type has one, as the engine
+// runs them.
 //
 // Weights are replicated into a pool of distinct copies larger than the last-level cache (default 1024 MB)
 // and each call uses the next copy, so decode timings read weights from DRAM as a real model would.
@@ -19,6 +22,7 @@
 #include "base/thread_pool.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "quant/quantize.h"
 
 namespace {
@@ -70,13 +74,18 @@ std::vector<float> gaussian(int64_t n, uint32_t seed) {
 }
 
 // n_copies distinct copies of one quantized matrix, back to back.
+bool g_packed = false;
+
 struct WeightPool {
   GgmlType type;
   int64_t n_in, n_out, bytes_per_matrix, n_copies;
   std::vector<uint8_t> data;
+  bool packed = false;
   kernels::MatrixView view(int64_t i) const {
-    return kernels::MatrixView::contiguous(type, data.data() + (i % n_copies) * bytes_per_matrix, n_in,
-                                           n_out);
+    kernels::MatrixView v =
+        kernels::MatrixView::contiguous(type, data.data() + (i % n_copies) * bytes_per_matrix, n_in, n_out);
+    v.packed = packed;
+    return v;
   }
 };
 
@@ -95,6 +104,13 @@ WeightPool make_pool(GgmlType type, int64_t n_in, int64_t n_out, int64_t pool_by
   p.data.resize(static_cast<size_t>(p.bytes_per_matrix * p.n_copies));
   for (size_t off = 0; off < p.data.size(); off += stripe.size()) {
     std::memcpy(p.data.data() + off, stripe.data(), std::min(stripe.size(), p.data.size() - off));
+  }
+  if (g_packed && kernels::can_pack(p.view(0))) {
+    std::vector<uint8_t> packed(p.data.size());
+    for (int64_t i = 0; i < p.n_copies; ++i)
+      kernels::pack_matrix(p.view(i), packed.data() + i * p.bytes_per_matrix);
+    p.data = std::move(packed);
+    p.packed = true;
   }
   return p;
 }
@@ -125,8 +141,8 @@ void bench_shape(GgmlType type, int64_t n_in, int64_t n_out, int64_t pool_bytes,
                  double bw2, int iters) {
   const WeightPool wp = make_pool(type, n_in, n_out, pool_bytes, tp2);
   const std::vector<float> x = gaussian(512 * n_in, 2);
-  std::printf("\n%s  n_in=%lld n_out=%lld  (%.2f MB per matrix, %lld copies)\n",
-              std::string(type_name(type)).c_str(), static_cast<long long>(n_in),
+  std::printf("\n%s%s  n_in=%lld n_out=%lld  (%.2f MB per matrix, %lld copies)\n",
+              std::string(type_name(type)).c_str(), wp.packed ? " packed" : "", static_cast<long long>(n_in),
               static_cast<long long>(n_out), wp.bytes_per_matrix / 1e6, static_cast<long long>(wp.n_copies));
   std::printf("  rows | thr | wall us  | GB/s w  | %%copy | x 1row | cpu us (1 thr) | x 1row\n");
   int64_t next = 0;
@@ -205,12 +221,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "this CPU cannot run %s\n", v.c_str());
         return 2;
       }
+    } else if (a == "--packed") {
+      g_packed = true;
     } else if (a == "--pool-mb" && i + 1 < argc) {
       pool_mb = std::stoll(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avx512] [--no-head] [--gemm-only] "
-                   "[--pool-mb N]\n");
+                   "[--pool-mb N] [--packed]\n");
       return 2;
     }
   }

@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "matmul_internal.h"
 
 namespace mtp::kernels {
@@ -19,8 +20,12 @@ MatrixView MatrixView::contiguous(GgmlType type, const void* data, int64_t n_in,
 }
 
 MatrixView MatrixView::stacked(GgmlType type, const void* data, int64_t n_in, int64_t n_out, int64_t index) {
-  MatrixView v = contiguous(type, data, n_in, n_out);
-  v.data += index * n_out * v.row_bytes;
+  return contiguous(type, data, n_in, n_out).stacked_at(index);
+}
+
+MatrixView MatrixView::stacked_at(int64_t index) const {
+  MatrixView v = *this;
+  v.data += index * n_out * row_bytes;
   return v;
 }
 
@@ -90,7 +95,13 @@ const KernelSet& kernels_for(Isa isa) {
 }
 }  // namespace detail
 
+bool has_packed_kernel(GgmlType type) {
+  return detail::kernels_for(active_isa()).packed[static_cast<int>(type)] != nullptr;
+}
+
 namespace {
+
+static_assert(kPackRows == detail::kTileOut, "a packed tile is one call of the tile kernels");
 
 // Weight rows kept hot (in L2) while every group of activation rows passes over them.
 constexpr int64_t kWeightTileBytes = 256 * 1024;
@@ -104,6 +115,47 @@ inline void prefetch_row(const uint8_t* p, int64_t bytes) {
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
 
+// The activation rows of a call, as pointers.
+const uint8_t* const* row_pointers(const PreparedActivations& x, const int32_t* rows, int64_t n_rows) {
+  static thread_local std::vector<const uint8_t*> xs;
+  xs.resize(static_cast<size_t>(n_rows));
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const int64_t r = rows != nullptr ? rows[i] : i;
+    MTP_CHECK(r >= 0 && r < x.n_rows());
+    xs[static_cast<size_t>(i)] = x.row(r);
+  }
+  return xs.data();
+}
+
+// matmul_range over a packed matrix: the level's packed kernel tile by tile, or else each tile unpacked
+// into the row format and run through the ordinary path (the same results either way).
+void packed_range(const MatrixView& w, const PreparedActivations& x, const int32_t* rows, int64_t n_rows,
+                  int64_t o_begin, int64_t o_end, float* y, int64_t y_stride) {
+  MTP_CHECK(o_begin % kPackRows == 0 && (o_end % kPackRows == 0 || o_end == w.n_out), "matmul_range: rows [",
+            o_begin, ", ", o_end, ") of a packed matrix are not on tile boundaries");
+  const detail::ActLayout& layout = x.layout();
+  const detail::TileFn fn = detail::kernels_for(layout.isa).packed[static_cast<int>(w.type)];
+  const int64_t tile_bytes = kPackRows * w.row_bytes;
+  if (fn != nullptr) {
+    const uint8_t* const* xs = row_pointers(x, rows, n_rows);
+    // No software prefetch: a tile is read front to back, which the hardware prefetcher follows; requesting
+    // the next tile ahead measured 15-20% slower decode (kernels_bench --packed, engine_bench).
+    for (int64_t ob = o_begin; ob < o_end; ob += kPackRows) {
+      const int n = static_cast<int>(std::min<int64_t>(kPackRows, o_end - ob));
+      fn(w.data + ob * w.row_bytes, w.row_bytes, n, xs, n_rows, layout, y + ob, y_stride);
+    }
+    return;
+  }
+  static thread_local std::vector<uint8_t> tile;
+  tile.resize(static_cast<size_t>(tile_bytes));
+  for (int64_t ob = o_begin; ob < o_end; ob += kPackRows) {
+    const int64_t n = std::min<int64_t>(kPackRows, o_end - ob);
+    unpack_rows(w, ob, n, tile.data());
+    matmul_range(MatrixView::contiguous(w.type, tile.data(), w.n_in, n), x, rows, n_rows, 0, n, y + ob,
+                 y_stride);
+  }
+}
+
 }  // namespace
 
 void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32_t* rows, int64_t n_rows,
@@ -113,6 +165,7 @@ void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32
   MTP_CHECK(o_begin >= 0 && o_begin <= o_end && o_end <= w.n_out);
   MTP_CHECK(n_rows >= 0 && (rows != nullptr || n_rows <= x.n_rows()));
   if (n_rows == 0 || o_begin == o_end) return;
+  if (w.packed) return packed_range(w, x, rows, n_rows, o_begin, o_end, y, y_stride);
   const detail::ActLayout& layout = x.layout();
   const detail::KernelSet& ks = detail::kernels_for(layout.isa);
   const detail::RowDotFn fn = ks.dot[static_cast<int>(w.type)];
@@ -121,20 +174,14 @@ void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32
   const detail::TileFn tile_fn = ks.tile[static_cast<int>(w.type)];
   if (tile_fn != nullptr && n_rows >= ks.tile_min_rows) {
     // Tiles of kTileOut weight rows, each decoded once and run over all activation rows.
-    static thread_local std::vector<const uint8_t*> xs;
-    xs.resize(static_cast<size_t>(n_rows));
-    for (int64_t i = 0; i < n_rows; ++i) {
-      const int64_t r = rows != nullptr ? rows[i] : i;
-      MTP_CHECK(r >= 0 && r < x.n_rows());
-      xs[static_cast<size_t>(i)] = x.row(r);
-    }
+    const uint8_t* const* xs = row_pointers(x, rows, n_rows);
     for (int64_t ob = o_begin; ob < o_end; ob += detail::kTileOut) {
       const int n = static_cast<int>(std::min<int64_t>(detail::kTileOut, o_end - ob));
       // The next tile's weight rows are requested while this one is decoded (weights streamed from DRAM).
       const int64_t next_end = std::min<int64_t>(o_end, ob + 2 * detail::kTileOut);
       for (int64_t o = ob + detail::kTileOut; o < next_end; ++o)
         prefetch_row(w.data + o * w.row_bytes, w.row_bytes);
-      tile_fn(w.data + ob * w.row_bytes, w.row_bytes, n, xs.data(), n_rows, layout, y + ob, y_stride);
+      tile_fn(w.data + ob * w.row_bytes, w.row_bytes, n, xs, n_rows, layout, y + ob, y_stride);
     }
     return;
   }
@@ -174,7 +221,7 @@ void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t
   // not change any result).
   int64_t chunk = std::max<int64_t>(4, (n_out + 8 * n_threads - 1) / (8 * n_threads));
   const detail::KernelSet& ks = detail::kernels_for(x.isa());
-  if (ks.tile[static_cast<int>(w.type)] != nullptr && x.n_rows() >= ks.tile_min_rows)
+  if (w.packed || (ks.tile[static_cast<int>(w.type)] != nullptr && x.n_rows() >= ks.tile_min_rows))
     chunk = (chunk + detail::kTileOut - 1) / detail::kTileOut * detail::kTileOut;
   const int64_t n_chunks = (n_out + chunk - 1) / chunk;
   pool->parallel_for(static_cast<size_t>(n_chunks), [&](size_t c, int) {

@@ -370,6 +370,7 @@ KernelSet make_set() {
   // IQ4_XS: the row and tile kernels of matmul_avx512_iq4xs.cpp (one summation order for both).
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_rows();
   s.tile[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_tile();
+  s.packed[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_packed();
   // From 4 rows the tile kernel is faster (kernels_bench); at 1-3 rows the row kernel, on weights streamed
   // from DRAM (the output head). Either gives the same bits.
   s.tile_min_rows = 4;

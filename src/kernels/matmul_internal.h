@@ -55,6 +55,9 @@ struct KernelSet {
   int tile_rows = 1;  // rows the kernel handles per call at best
   TileFn tile[kGgmlTypeCount] = {};
   int tile_min_rows = 1 << 30;  // activation rows from which the tile kernels are faster
+  // Kernels over one tile of a packed matrix (kernels/pack.h; w = the tile, n_out = its rows), for any nx;
+  // bitwise the same as `dot` for every pair. Types without one here are unpacked tile by tile.
+  TileFn packed[kGgmlTypeCount] = {};
 };
 
 const KernelSet& scalar_kernels();
@@ -65,6 +68,7 @@ const KernelSet& kernels_for(Isa isa);
 // matmul_avx512_iq4xs.cpp (nullptr where not compiled).
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();
+TileFn avx512_iq4xs_packed();
 // Whether the IQ4_XS tile kernel takes its integer sums from AMX (opt-in: MTP_AMX=1 in the environment, and
 // the CPU and OS allow it). Same bits either way. set_amx_enabled returns the previous setting (tests).
 bool amx_active();

@@ -19,8 +19,11 @@ namespace {
 
 using kernels::MatrixView;
 
+// The packed copy when the model has one (kernels/pack.h: same results, faster kernels).
 MatrixView mat(const TensorView& t) {
-  return MatrixView::contiguous(t.type, t.data, t.ne[0], t.n_rows());
+  MatrixView v = MatrixView::contiguous(t.type, t.packed != nullptr ? t.packed : t.data, t.ne[0], t.n_rows());
+  v.packed = t.packed != nullptr;
+  return v;
 }
 
 // A small vector (norm weights, conv taps, gates) as f32: the mapped data itself when stored as F32.
@@ -345,7 +348,9 @@ void moe(Pass& p, const MoeWeights& w) {
     p.pool.parallel_for(items.size(), [&](size_t it, int) {
       const int64_t e = items[it] / chunks, ch = items[it] % chunks;
       const int64_t o0 = ch * kExpertChunk, o1 = std::min(n_out, o0 + kExpertChunk);
-      const MatrixView we = MatrixView::stacked(t.type, t.data, n_in, n_out, e);
+      MatrixView we = mat(t);
+      we.n_out = n_out;
+      we = we.stacked_at(e);
       kernels::matmul_range(we, acts, rows + offset[e], offset[e + 1] - offset[e], o0, o1,
                             y + offset[e] * n_out, n_out);
     });

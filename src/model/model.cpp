@@ -1,5 +1,10 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <cstdlib>
+
+#include "base/check.h"
+#include "kernels/pack.h"
 #include "model/qwen35moe_tensors.h"
 #include "tokenizer/gguf_vocab.h"
 
@@ -38,9 +43,18 @@ Status check_head(const Qwen35MoeConfig& tc, const Metadata& trunk_md, const Ggu
 
 }  // namespace
 
+Expected<Model> Model::load(const std::string& path) {
+  MTP_ASSIGN_OR_RETURN(Model m, load_unpacked(path));
+  m.pack_weights();
+  return m;
+}
+
 Expected<Model> Model::load(const std::string& path, const std::string& head_path) {
-  MTP_ASSIGN_OR_RETURN(Model m, load(path));
-  if (head_path.empty()) return m;
+  MTP_ASSIGN_OR_RETURN(Model m, load_unpacked(path));
+  if (head_path.empty()) {
+    m.pack_weights();
+    return m;
+  }
   MTP_ASSIGN_OR_RETURN(GgufFile head, GgufFile::open(head_path));
   auto fail = [&](const Status& s) { return s.with_context(head_path); };
   if (head.architecture() != kQwen35MoeArch)
@@ -64,10 +78,11 @@ Expected<Model> Model::load(const std::string& path, const std::string& head_pat
   m.weights_.mtp = *mtp;
   m.config_.n_nextn = 1;
   m.head_file_.emplace(std::move(head));
+  m.pack_weights();
   return m;
 }
 
-Expected<Model> Model::load(const std::string& path) {
+Expected<Model> Model::load_unpacked(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
   auto fail = [&](const Status& s) { return s.with_context(path); };
 
@@ -117,7 +132,68 @@ Model Model::from_parts(Qwen35MoeConfig config, Qwen35MoeWeights weights, Vocab 
   m.weights_ = std::move(weights);
   m.vocab_ = std::move(vocab);
   m.params_ = params;
+  m.pack_weights();
   return m;
+}
+
+bool Model::packing_enabled() {
+  const char* env = std::getenv("MTP_PACK");
+  return env == nullptr || std::string(env) != "0";
+}
+
+void Model::pack_weights() {
+  if (!packing_enabled()) return;
+  // Every matrix the engine's forward multiplies by (vectors and row lookups stay as they are).
+  std::vector<TensorView*> mats;
+  auto add_layer = [&](LayerWeights& l) {
+    for (TensorView* t :
+         {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.output, &l.gdn.qkv, &l.gdn.gate, &l.gdn.beta, &l.gdn.alpha,
+          &l.gdn.out, &l.moe.router, &l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps, &l.moe.gate_shexp,
+          &l.moe.up_shexp, &l.moe.down_shexp})
+      mats.push_back(t);
+  };
+  for (LayerWeights& l : weights_.layers) add_layer(l);
+  mats.push_back(&weights_.output);
+  if (weights_.mtp) {
+    mats.push_back(&weights_.mtp->eh_proj);
+    mats.push_back(&weights_.mtp->head);
+    add_layer(weights_.mtp->block);
+  }
+  auto matrix = [](const TensorView& t) {
+    return kernels::MatrixView::contiguous(t.type, t.data, t.ne[0], t.n_rows());
+  };
+  // Experts are packed as one matrix of n_expert * n_ff rows, so each expert must start on a tile.
+  auto packable = [&](const TensorView& t) {
+    return t.valid() && t.ne[1] % kernels::kPackRows == 0 && kernels::has_packed_kernel(t.type) &&
+           kernels::can_pack(matrix(t));
+  };
+  // One copy per distinct matrix (the MTP head is usually the trunk's output itself).
+  std::vector<const uint8_t*> sources;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const TensorView* t : mats) {
+    if (!packable(*t) || std::find(sources.begin(), sources.end(), t->data) != sources.end()) continue;
+    sources.push_back(t->data);
+    offsets.push_back(total);
+    total += (t->n_rows() * t->row_bytes() + 63) / 64 * 64;
+  }
+  if (total == 0) return;
+  packed_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(total))));
+  MTP_CHECK(packed_ != nullptr, "out of memory packing ", total, " bytes of weights");
+  packed_bytes_ = total;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const TensorView& t =
+        **std::find_if(mats.begin(), mats.end(), [&](const TensorView* u) { return u->data == sources[i]; });
+    kernels::pack_matrix(matrix(t), packed_.get() + offsets[i]);
+    // The engine no longer reads these pages: let them leave the resident set.
+    const uint64_t bytes = static_cast<uint64_t>(t.n_rows() * t.row_bytes());
+    if (file_) file_->release_pages(t.data, bytes);
+    if (head_file_) head_file_->release_pages(t.data, bytes);
+  }
+  for (TensorView* t : mats) {
+    const auto it = std::find(sources.begin(), sources.end(), t->data);
+    if (it != sources.end()) t->packed = packed_.get() + offsets[static_cast<size_t>(it - sources.begin())];
+  }
 }
 
 }  // namespace mtp

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "fixtures.h"
+#include "kernels/pack.h"
 #include "model/forward.h"
 #include "model/reference_forward.h"
 
@@ -223,6 +225,28 @@ TEST(Engine, BatchInvariance) {
     ThreadPool one(1);
     Memory m5 = make_memory(model);
     EXPECT_EQ(whole, run_engine(model, m5, *m5.seq_create(), prompt, 20, one)) << name;
+  }
+}
+
+// Weights packed at load (kernels/pack.h) give bitwise the logits of the file's own layout, with MTP_PACK=0.
+TEST(Engine, PackedWeightsChangeNoBit) {
+  Model packed = load(model_path("w_iq4_xs"));
+  if (kernels::has_packed_kernel(GgmlType::IQ4_XS)) {
+    EXPECT_GT(packed.packed_bytes(), 0);
+  } else {
+    EXPECT_EQ(packed.packed_bytes(), 0);
+  }
+  setenv("MTP_PACK", "0", 1);
+  Model plain = load(model_path("w_iq4_xs"));
+  unsetenv("MTP_PACK");
+  EXPECT_EQ(plain.packed_bytes(), 0);
+  ThreadPool pool(2);
+  const std::vector<int32_t> prompt = tokens(12, packed.config().n_vocab, 4);
+  for (size_t chunk : {size_t{12}, size_t{1}}) {
+    Memory m1 = make_memory(packed), m2 = make_memory(plain);
+    EXPECT_EQ(run_engine(packed, m1, *m1.seq_create(), prompt, chunk, pool),
+              run_engine(plain, m2, *m2.seq_create(), prompt, chunk, pool))
+        << "chunk " << chunk;
   }
 }
 

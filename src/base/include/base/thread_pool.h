@@ -1,6 +1,6 @@
 // An explicit pool of worker threads. Libraries never create threads of their own: callers pass a pool in.
 // parallel_for hands out task indices dynamically; the calling thread works too, so a pool of n threads has
-// n - 1 workers.
+// n - 1 workers. Idle workers poll for about 100 microseconds before they sleep (see thread_pool.cpp).
 #pragma once
 
 #include <atomic>
@@ -41,9 +41,10 @@ class ThreadPool {
   const std::function<void(size_t, int)>* job_ = nullptr;
   size_t n_tasks_ = 0;
   std::atomic<size_t> next_task_{0};
-  uint64_t generation_ = 0;
-  int busy_workers_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mu_) for every job
+  std::atomic<int> busy_workers_{0};     // workers that have not finished the current job
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;  // workers waiting on wake_ (guarded by mu_)
 };
 
 }  // namespace mtp

@@ -73,6 +73,12 @@ class GgufFile {
     file_.release(data_offset_ + info.offset + begin, length);
   }
 
+  // The same for any bytes of this file's tensor data given by address (ignored outside the mapping).
+  void release_pages(const uint8_t* p, uint64_t length) const {
+    if (file_.data() != nullptr && p >= file_.data() && p < file_.data() + file_.size())
+      file_.release(static_cast<uint64_t>(p - file_.data()), length);
+  }
+
   // general.architecture, or "" when absent or not a string.
   std::string architecture() const;
 

@@ -41,12 +41,16 @@ struct MatrixView {
   int64_t n_in = 0;
   int64_t n_out = 0;
   int64_t row_bytes = 0;
+  bool packed = false;  // rows interleaved in tiles (kernels/pack.h); same offsets per row and per matrix
 
   // Rows stored back to back (row_bytes = row_size(type, n_in)).
   static MatrixView contiguous(GgmlType type, const void* data, int64_t n_in, int64_t n_out);
   // Matrix `index` of a stack of `count`-many [n_in x n_out] matrices stored back to back (an expert of a
   // 3-D tensor ne = {n_in, n_out, n_expert}).
   static MatrixView stacked(GgmlType type, const void* data, int64_t n_in, int64_t n_out, int64_t index);
+  // Matrix `index` of a stack of n_out-row matrices stored back to back, this view being the whole stack's
+  // first matrix (keeps `packed`).
+  MatrixView stacked_at(int64_t index) const;
 };
 
 // Whether matmul handles weights of this type (F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS).
@@ -104,6 +108,7 @@ void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t
 // On the calling thread: for i in [0, n_rows) and o in [o_begin, o_end),
 //   y[i * y_stride + o] = sum_k W[o][k] * x_{rows[i]}[k]
 // (rows == nullptr: rows[i] = i). y points at output row 0, column 0 (o is absolute, not o - o_begin).
+// A packed w (kernels/pack.h) needs o_begin and o_end on tile boundaries (multiples of kPackRows, or n_out).
 void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32_t* rows, int64_t n_rows,
                   int64_t o_begin, int64_t o_end, float* y, int64_t y_stride);
 

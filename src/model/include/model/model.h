@@ -2,6 +2,8 @@
 // vocabulary. Immutable after load; any number of sequences (each with its own state) may read it at once.
 #pragma once
 
+#include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -41,6 +43,13 @@ class Model {
   static Model from_parts(Qwen35MoeConfig config, Qwen35MoeWeights weights, Vocab vocab = {},
                           ModelParams params = {});
 
+  // Every load repacks the weight matrices that the active kernels run faster packed (kernels/pack.h) into
+  // memory of its own, once, and releases the file's pages of them. MTP_PACK=0 in the environment turns
+  // this off (the file's bytes are then used directly; the results are the same).
+  static bool packing_enabled();
+  // Bytes of packed copies this model holds (0 when nothing was packed).
+  int64_t packed_bytes() const { return packed_bytes_; }
+
   const Qwen35MoeConfig& config() const { return config_; }
   const Qwen35MoeWeights& weights() const { return weights_; }
   const ModelParams& params() const { return params_; }
@@ -54,6 +63,12 @@ class Model {
 
  private:
   Model() = default;
+  static Expected<Model> load_unpacked(const std::string& path);
+  void pack_weights();
+
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
 
   std::optional<GgufFile> file_;       // owns the mapping the weight views point into (stable across moves)
   std::optional<GgufFile> head_file_;  // the --head file, when its block replaced the model's own
@@ -61,6 +76,8 @@ class Model {
   Qwen35MoeWeights weights_;
   ModelParams params_;
   Vocab vocab_;
+  std::unique_ptr<uint8_t, FreeDeleter> packed_;  // the packed copies the weight views point into
+  int64_t packed_bytes_ = 0;
 };
 
 }  // namespace mtp

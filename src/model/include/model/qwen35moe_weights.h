@@ -22,6 +22,9 @@ struct TensorView {
   const uint8_t* data = nullptr;
   GgmlType type = GgmlType::F32;
   std::array<int64_t, 4> ne{0, 0, 0, 0};
+  // The same matrix repacked for the SIMD kernels (kernels/pack.h), owned by the Model; nullptr when not
+  // packed. `data` keeps the file's bytes (the reference forward, row lookups and draft heads read those).
+  const uint8_t* packed = nullptr;
 
   bool valid() const { return data != nullptr; }
   int64_t row_length() const { return ne[0]; }

@@ -1,0 +1,142 @@
+// Packed weights (kernels/pack.h): the packing is a permutation of the row format's bytes (unpack gives
+// them back), and a packed matrix gives bitwise the results of the original at every ISA level, for every
+// batch size, row list, output range on tile boundaries, thread count and expert of a stack.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/pack.h"
+
+namespace mtp {
+namespace {
+
+using kernels::ActFormat;
+using kernels::Isa;
+using kernels::MatrixView;
+using kernels::PreparedActivations;
+using test::IsaScope;
+using test::Pattern;
+
+struct Packed {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+Packed pack(const MatrixView& w) {
+  Packed p;
+  p.bytes.resize(static_cast<size_t>(w.n_out * w.row_bytes));
+  p.view = kernels::pack_matrix(w, p.bytes.data());
+  return p;
+}
+
+TEST(Pack, OnlyWholeTilesOfIq4Xs) {
+  const test::QuantMatrix a =
+      test::make_matrix(GgmlType::IQ4_XS, test::make_values(Pattern::kGaussian, 32, 512, 1), 512, 32);
+  EXPECT_TRUE(kernels::can_pack(a.view()));
+  EXPECT_FALSE(kernels::can_pack(MatrixView::contiguous(GgmlType::IQ4_XS, a.bytes.data(), 512, 24)));
+  const test::QuantMatrix q =
+      test::make_matrix(GgmlType::Q8_0, test::make_values(Pattern::kGaussian, 32, 512, 1), 512, 32);
+  EXPECT_FALSE(kernels::can_pack(q.view()));
+  Packed p = pack(a.view());
+  EXPECT_TRUE(p.view.packed);
+  EXPECT_FALSE(kernels::can_pack(p.view));  // already packed
+}
+
+TEST(Pack, UnpackRestoresEveryRowByteForByte) {
+  for (int64_t n_in : {256, 2048}) {
+    const int64_t n_out = 48;
+    const test::QuantMatrix m =
+        test::make_matrix(GgmlType::IQ4_XS, test::make_values(Pattern::kSpikes, n_out, n_in, 5), n_in, n_out);
+    Packed p = pack(m.view());
+    EXPECT_NE(0, std::memcmp(p.bytes.data(), m.bytes.data(), p.bytes.size())) << "packing moved nothing";
+    std::vector<uint8_t> back(static_cast<size_t>(n_out * m.view().row_bytes));
+    kernels::unpack_rows(p.view, 0, n_out, back.data());
+    EXPECT_EQ(0, std::memcmp(back.data(), m.bytes.data(), back.size())) << n_in;
+    // A range that starts inside a tile.
+    const int64_t rb = m.view().row_bytes;
+    std::vector<uint8_t> part(static_cast<size_t>(5 * rb));
+    kernels::unpack_rows(p.view, 13, 5, part.data());
+    EXPECT_EQ(0, std::memcmp(part.data(), m.bytes.data() + 13 * rb, part.size()));
+  }
+}
+
+// Rows with a zero block, huge and tiny magnitudes (the Q8_K scales' extremes).
+std::vector<float> activations(int64_t rows, int64_t n_in) {
+  std::vector<float> x = test::make_values(Pattern::kGaussian, rows, n_in, 9);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x.data() + r * n_in;
+    for (int64_t i = 0; i < n_in; ++i) {
+      if (r % 4 == 1 && i < 256) xr[i] = 0.0f;
+      if (r % 4 == 2) xr[i] *= 1e20f;
+      if (r % 4 == 3) xr[i] *= 1e-20f;
+    }
+  }
+  return x;
+}
+
+TEST(Pack, PackedMatmulBitwiseEqualsRowFormat) {
+  for (int64_t n_in : {256, 2048}) {
+    const int64_t n_out = 64, rows = 23;
+    for (Pattern wp : {Pattern::kGaussian, Pattern::kLarge, Pattern::kSpikes}) {
+      const test::QuantMatrix m =
+          test::make_matrix(GgmlType::IQ4_XS, test::make_values(wp, n_out, n_in, 3), n_in, n_out);
+      Packed p = pack(m.view());
+      const std::vector<float> x = activations(rows, n_in);
+      for (Isa isa : test::supported_isas()) {
+        IsaScope scope(isa);
+        PreparedActivations acts;
+        acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
+        for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 16, 23}) {
+          std::vector<int32_t> list;
+          for (int64_t i = 0; i < batch; ++i) list.push_back(static_cast<int32_t>((5 * i + 2) % rows));
+          std::vector<float> want(static_cast<size_t>(batch * n_out), -1.0f), got(want.size(), -2.0f);
+          kernels::matmul_range(m.view(), acts, list.data(), batch, 0, n_out, want.data(), n_out);
+          kernels::matmul_range(p.view, acts, list.data(), batch, 0, 32, got.data(), n_out);
+          kernels::matmul_range(p.view, acts, list.data(), batch, 32, n_out, got.data(), n_out);
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+              << isa_name(isa) << " n_in " << n_in << " " << test::pattern_name(wp) << " batch " << batch;
+        }
+      }
+    }
+  }
+}
+
+TEST(Pack, ThreadsAndExpertStacks) {
+  const int64_t n_in = 512, n_out = 48, n_exp = 3, rows = 6;
+  const test::QuantMatrix m = test::make_matrix(
+      GgmlType::IQ4_XS, test::make_values(Pattern::kGaussian, n_out * n_exp, n_in, 4), n_in, n_out * n_exp);
+  Packed p = pack(m.view());
+  const std::vector<float> x = activations(rows, n_in);
+  ThreadPool pool(3);
+  PreparedActivations acts;
+  acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const MatrixView we = MatrixView::stacked(GgmlType::IQ4_XS, m.bytes.data(), n_in, n_out, e);
+    MatrixView pe = p.view;
+    pe.n_out = n_out;
+    pe = pe.stacked_at(e);
+    EXPECT_TRUE(pe.packed);
+    std::vector<float> want(static_cast<size_t>(rows * n_out)), got(want.size(), -1.0f);
+    kernels::matmul(we, acts, want.data(), n_out, nullptr);
+    kernels::matmul(pe, acts, got.data(), n_out, &pool);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << "expert " << e;
+  }
+}
+
+TEST(PackDeathTest, RangeOffTileBoundaryIsRefused) {
+  const test::QuantMatrix m =
+      test::make_matrix(GgmlType::IQ4_XS, test::make_values(Pattern::kGaussian, 32, 256, 1), 256, 32);
+  Packed p = pack(m.view());
+  const std::vector<float> x = activations(1, 256);
+  PreparedActivations acts;
+  acts.prepare(ActFormat::kQ8_K, x.data(), 1, 256, 256);
+  std::vector<float> y(32);
+  EXPECT_DEATH(kernels::matmul_range(p.view, acts, nullptr, 1, 3, 32, y.data(), 32), "tile boundaries");
+}
+
+}  // namespace
+}  // namespace mtp
