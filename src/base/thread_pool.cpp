@@ -23,14 +23,20 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls `ready` for up to kSpin; true when it became true.
+// Polls `ready` for up to kSpin; true when it became true. After the first few hundred polls it yields the
+// core between polls: when the machine has fewer free cores than threads, the thread being waited for may
+// need this one.
 template <typename Ready>
 bool spin_until(Ready ready) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 1;; ++i) {
     if (ready()) return true;
-    cpu_relax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) return ready();
+    if (i < 256) {
+      cpu_relax();
+      continue;
+    }
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - t0 > kSpin) return ready();
   }
 }
 

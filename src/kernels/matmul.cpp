@@ -168,11 +168,8 @@ void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32
   if (w.packed) return packed_range(w, x, rows, n_rows, o_begin, o_end, y, y_stride);
   const detail::ActLayout& layout = x.layout();
   const detail::KernelSet& ks = detail::kernels_for(layout.isa);
-  const detail::RowDotFn fn = ks.dot[static_cast<int>(w.type)];
-  MTP_CHECK(fn != nullptr, "no ", isa_name(layout.isa), " kernel for ", type_name(w.type));
-
   const detail::TileFn tile_fn = ks.tile[static_cast<int>(w.type)];
-  if (tile_fn != nullptr && n_rows >= ks.tile_min_rows) {
+  if (tile_fn != nullptr && n_rows >= ks.tile_min_rows[static_cast<int>(w.type)]) {
     // Tiles of kTileOut weight rows, each decoded once and run over all activation rows.
     const uint8_t* const* xs = row_pointers(x, rows, n_rows);
     for (int64_t ob = o_begin; ob < o_end; ob += detail::kTileOut) {
@@ -185,6 +182,8 @@ void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32
     }
     return;
   }
+  const detail::RowDotFn fn = ks.dot[static_cast<int>(w.type)];
+  MTP_CHECK(fn != nullptr, "no ", isa_name(layout.isa), " kernel for ", type_name(w.type));
   const int tile = ks.tile_rows;
   const int64_t o_tile =
       n_rows <= tile ? o_end - o_begin : std::max<int64_t>(1, kWeightTileBytes / w.row_bytes);
@@ -221,7 +220,8 @@ void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t
   // not change any result).
   int64_t chunk = std::max<int64_t>(4, (n_out + 8 * n_threads - 1) / (8 * n_threads));
   const detail::KernelSet& ks = detail::kernels_for(x.isa());
-  if (w.packed || (ks.tile[static_cast<int>(w.type)] != nullptr && x.n_rows() >= ks.tile_min_rows))
+  const int t = static_cast<int>(w.type);
+  if (w.packed || (ks.tile[t] != nullptr && x.n_rows() >= ks.tile_min_rows[t]))
     chunk = (chunk + detail::kTileOut - 1) / detail::kTileOut * detail::kTileOut;
   const int64_t n_chunks = (n_out + chunk - 1) / chunk;
   pool->parallel_for(static_cast<size_t>(n_chunks), [&](size_t c, int) {

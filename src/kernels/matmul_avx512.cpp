@@ -70,20 +70,8 @@ T512 inline __m512i table_of(const int8_t* t16) {
 
 constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
-// ---- 32-element block types, dotted with Q8_0 activations ----
+// ---- 32-element block types, dotted with Q8_0 activations (Q8_0 itself: matmul_avx512_q8_0.cpp) ----
 // vals2: blocks b and b+1 -> 64 int8; vals1: block b in the low half, zeros above.
-
-struct DecQ8_0 {
-  static constexpr int kBytes = sizeof(BlockQ8_0);
-  T512 static __m512i vals2(const uint8_t* blk) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBytes + 2));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-  }
-  T512 static __m512i vals1(const uint8_t* blk) {
-    return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
-  }
-};
 
 template <const int8_t* kTable>
 struct DecNibble32 {  // Q4_0, IQ4_NL
@@ -361,7 +349,6 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::F32)] = float_rows<FKind::kF32>;
   s.dot[static_cast<int>(GgmlType::F16)] = float_rows<FKind::kF16>;
   s.dot[static_cast<int>(GgmlType::BF16)] = float_rows<FKind::kBF16>;
-  s.dot[static_cast<int>(GgmlType::Q8_0)] = q8_0_rows<DecQ8_0>;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
@@ -373,7 +360,11 @@ KernelSet make_set() {
   s.packed[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_packed();
   // From 4 rows the tile kernel is faster (kernels_bench); at 1-3 rows the row kernel, on weights streamed
   // from DRAM (the output head). Either gives the same bits.
-  s.tile_min_rows = 4;
+  s.tile_min_rows[static_cast<int>(GgmlType::IQ4_XS)] = 4;
+  // Q8_0: one kernel for every batch (matmul_avx512_q8_0.cpp), over packed tiles.
+  s.tile[static_cast<int>(GgmlType::Q8_0)] = avx512_q8_0_tile();
+  s.packed[static_cast<int>(GgmlType::Q8_0)] = avx512_q8_0_packed();
+  s.tile_min_rows[static_cast<int>(GgmlType::Q8_0)] = 1;
   return s;
 }
 

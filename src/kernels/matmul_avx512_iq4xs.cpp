@@ -446,15 +446,15 @@ T512 inline __m512 packed_lsdw(const uint8_t* h, int j) {
 // The 8 weight vectors of one (j, sb) piece and their corr (-128 * the lane's sum of 32 weights).
 T512 inline __m512i packed_vals(const uint8_t* piece, __m512i table, __m512i* wv) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), k80 = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512i s = _mm512_setzero_si512();
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
   for (int q = 0; q < 4; ++q) {
     const __m512i v = _mm512_loadu_si512(piece + 64 * q);
     wv[q] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
     wv[q + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-    s = _mm512_dpbusd_epi32(s, k80, wv[q]);
-    s = _mm512_dpbusd_epi32(s, k80, wv[q + 4]);
+    s0 = _mm512_dpbusd_epi32(s0, k80, wv[q]);
+    s1 = _mm512_dpbusd_epi32(s1, k80, wv[q + 4]);
   }
-  return _mm512_sub_epi32(_mm512_setzero_si512(), s);
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(s0, s1));
 }
 
 // Up to 8 activation rows straight from a packed tile (decode-sized batches: nothing goes through memory).
@@ -476,14 +476,17 @@ T512 void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, 
       const __m512 lsdw = packed_lsdw(tile + sb * kPackedHeaderBytes, j);
       for (int r = 0; r < NR; ++r) {
         const uint8_t* xs = x[r] + 256 * sb + 32 * j;
-        __m512i s = corr;
-        for (int g = 0; g < 8; ++g) {
-          int32_t xv;
-          std::memcpy(&xv, xs + 4 * g, 4);
-          s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(xv), wv[g]);
+        // Two chains of integer sums (exact: the grouping changes no bit), half the latency of one.
+        __m512i s0 = corr, s1 = _mm512_setzero_si512();
+        for (int g = 0; g < 8; g += 2) {
+          int32_t x0, x1;
+          std::memcpy(&x0, xs + 4 * g, 4);
+          std::memcpy(&x1, xs + 4 * g + 4, 4);
+          s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(x0), wv[g]);
+          s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(x1), wv[g + 1]);
         }
         const __m512 c = _mm512_mul_ps(lsdw, _mm512_set1_ps(act_d(x[r], l)[sb]));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), c, acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), c, acc[r]);
       }
     }
     for (int r = 0; r < NR; ++r) _mm512_store_ps(a[r][j], acc[r]);

@@ -54,7 +54,7 @@ struct KernelSet {
   RowDotFn dot[kGgmlTypeCount] = {};
   int tile_rows = 1;  // rows the kernel handles per call at best
   TileFn tile[kGgmlTypeCount] = {};
-  int tile_min_rows = 1 << 30;  // activation rows from which the tile kernels are faster
+  int tile_min_rows[kGgmlTypeCount] = {};  // activation rows from which `tile` is used (with a tile kernel)
   // Kernels over one tile of a packed matrix (kernels/pack.h; w = the tile, n_out = its rows), for any nx;
   // bitwise the same as `dot` for every pair. Types without one here are unpacked tile by tile.
   TileFn packed[kGgmlTypeCount] = {};
@@ -69,6 +69,9 @@ const KernelSet& kernels_for(Isa isa);
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();
 TileFn avx512_iq4xs_packed();
+// matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper.
+TileFn avx512_q8_0_packed();
+TileFn avx512_q8_0_tile();
 // Whether the IQ4_XS tile kernel takes its integer sums from AMX (opt-in: MTP_AMX=1 in the environment, and
 // the CPU and OS allow it). Same bits either way. set_amx_enabled returns the previous setting (tests).
 bool amx_active();

@@ -9,45 +9,64 @@
 namespace mtp::kernels {
 namespace {
 
-constexpr int64_t kSbBytes = sizeof(BlockIQ4_XS);
-constexpr int64_t kHeaderBytes = 128;   // per super-block of a tile
-constexpr int64_t kQsPieceBytes = 256;  // per (sub-block, super-block) of a tile
-constexpr int64_t kQsOffset = 8;        // of qs inside a BlockIQ4_XS
+// IQ4_XS: per super-block of a tile a 128-byte header, then per (sub-block j, super-block) 256 bytes of qs.
+constexpr int64_t kXsBlockBytes = sizeof(BlockIQ4_XS);
+constexpr int64_t kXsHeaderBytes = 128;
+constexpr int64_t kXsPieceBytes = 256;
+constexpr int64_t kXsQsOffset = 8;  // of qs inside a BlockIQ4_XS
+// Q8_0: per block of a tile 32 bytes of scales (all blocks first), then 512 bytes of qs per block.
+constexpr int64_t kQ8BlockBytes = sizeof(BlockQ8_0);
+constexpr int64_t kQ8ScaleBytes = 32;
+constexpr int64_t kQ8PieceBytes = 512;
 
-// The byte offsets, inside a tile of nb super-blocks, of the pieces of row o's super-block sb: calls
-// move(tile_offset, block_offset, bytes) for each piece (block_offset inside the row-format block).
+// The pieces of row o (of a tile of `type` rows with nb blocks each): move<bytes>(tile_offset, row_offset)
+// for every piece. The sizes are compile-time constants so the copies inline to single moves (packing
+// streams the whole model once at load).
 template <typename Move>
-void for_each_piece(int64_t nb, int64_t o, int64_t sb, Move move) {
-  const int64_t h = sb * kHeaderBytes;
-  move(h + 2 * o, 0, 2);       // d
-  move(h + 32 + 2 * o, 2, 2);  // scales_h
-  move(h + 64 + 4 * o, 4, 4);  // scales_l
-  for (int64_t j = 0; j < 8; ++j) {
-    const int64_t q = nb * kHeaderBytes + (j * nb + sb) * kQsPieceBytes;
-    for (int64_t line = 0; line < 4; ++line) move(q + 64 * line + 4 * o, kQsOffset + 16 * j + 4 * line, 4);
+void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
+  if (type == GgmlType::Q8_0) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t from = b * kQ8BlockBytes, q = nb * kQ8ScaleBytes + b * kQ8PieceBytes;
+      move.template operator()<2>(b * kQ8ScaleBytes + 2 * o, from);
+      for (int64_t g = 0; g < 8; ++g) move.template operator()<4>(q + 64 * g + 4 * o, from + 2 + 4 * g);
+    }
+    return;
   }
+  for (int64_t sb = 0; sb < nb; ++sb) {
+    const int64_t h = sb * kXsHeaderBytes, from = sb * kXsBlockBytes;
+    move.template operator()<2>(h + 2 * o, from);           // d
+    move.template operator()<2>(h + 32 + 2 * o, from + 2);  // scales_h
+    move.template operator()<4>(h + 64 + 4 * o, from + 4);  // scales_l
+    for (int64_t j = 0; j < 8; ++j) {
+      const int64_t q = nb * kXsHeaderBytes + (j * nb + sb) * kXsPieceBytes;
+      for (int64_t line = 0; line < 4; ++line)
+        move.template operator()<4>(q + 64 * line + 4 * o, from + kXsQsOffset + 16 * j + 4 * line);
+    }
+  }
+}
+
+int64_t blocks_per_row(const MatrixView& w) {
+  return w.n_in / (w.type == GgmlType::Q8_0 ? kQK8_0 : kQK_K);
 }
 
 }  // namespace
 
 bool can_pack(const MatrixView& w) {
-  return !w.packed && w.type == GgmlType::IQ4_XS && w.n_out % kPackRows == 0 && w.n_in % kQK_K == 0 &&
-         w.row_bytes == row_size(w.type, w.n_in);
+  const bool type_ok = (w.type == GgmlType::IQ4_XS && w.n_in % kQK_K == 0) ||
+                       (w.type == GgmlType::Q8_0 && w.n_in % kQK8_0 == 0);
+  return !w.packed && type_ok && w.n_out % kPackRows == 0 && w.row_bytes == row_size(w.type, w.n_in);
 }
 
 MatrixView pack_matrix(const MatrixView& w, uint8_t* dst) {
   MTP_CHECK(can_pack(w), "pack_matrix: ", type_name(w.type), " [", w.n_in, " x ", w.n_out,
             "] is not packable");
-  const int64_t nb = w.n_in / kQK_K, tile_bytes = kPackRows * w.row_bytes;
+  const int64_t nb = blocks_per_row(w), tile_bytes = kPackRows * w.row_bytes;
   for (int64_t t = 0; t < w.n_out / kPackRows; ++t) {
     uint8_t* tile = dst + t * tile_bytes;
     for (int64_t o = 0; o < kPackRows; ++o) {
       const uint8_t* row = w.data + (t * kPackRows + o) * w.row_bytes;
-      for (int64_t sb = 0; sb < nb; ++sb) {
-        const uint8_t* blk = row + sb * kSbBytes;
-        for_each_piece(nb, o, sb,
-                       [&](int64_t to, int64_t from, int64_t n) { std::memcpy(tile + to, blk + from, n); });
-      }
+      for_each_piece(w.type, nb, o,
+                     [&]<int N>(int64_t to, int64_t from) { std::memcpy(tile + to, row + from, N); });
     }
   }
   MatrixView p = w;
@@ -56,19 +75,28 @@ MatrixView pack_matrix(const MatrixView& w, uint8_t* dst) {
   return p;
 }
 
+void pack_tile(const MatrixView& w, int64_t o_begin, uint8_t* dst) {
+  MTP_CHECK(w.type == GgmlType::IQ4_XS || w.type == GgmlType::Q8_0);
+  MTP_CHECK(!w.packed && o_begin >= 0 && o_begin < w.n_out);
+  const int64_t nb = blocks_per_row(w);
+  for (int64_t o = 0; o < kPackRows; ++o) {
+    const int64_t src = o_begin + o < w.n_out ? o_begin + o : o_begin;
+    const uint8_t* row = w.data + src * w.row_bytes;
+    for_each_piece(w.type, nb, o,
+                   [&]<int N>(int64_t to, int64_t from) { std::memcpy(dst + to, row + from, N); });
+  }
+}
+
 void unpack_rows(const MatrixView& packed, int64_t o_begin, int64_t n, uint8_t* dst) {
-  MTP_CHECK(packed.packed && packed.type == GgmlType::IQ4_XS);
+  MTP_CHECK(packed.packed && (packed.type == GgmlType::IQ4_XS || packed.type == GgmlType::Q8_0));
   MTP_CHECK(o_begin >= 0 && n >= 0 && o_begin + n <= packed.n_out);
-  const int64_t nb = packed.n_in / kQK_K, tile_bytes = kPackRows * packed.row_bytes;
+  const int64_t nb = blocks_per_row(packed), tile_bytes = kPackRows * packed.row_bytes;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t row = o_begin + i, o = row % kPackRows;
+    const int64_t row = o_begin + i;
     const uint8_t* tile = packed.data + (row / kPackRows) * tile_bytes;
-    for (int64_t sb = 0; sb < nb; ++sb) {
-      uint8_t* blk = dst + i * packed.row_bytes + sb * kSbBytes;
-      for_each_piece(nb, o, sb, [&](int64_t from, int64_t to, int64_t bytes) {
-        std::memcpy(blk + to, tile + from, bytes);
-      });
-    }
+    uint8_t* out = dst + i * packed.row_bytes;
+    for_each_piece(packed.type, nb, row % kPackRows,
+                   [&]<int N>(int64_t from, int64_t to) { std::memcpy(out + to, tile + from, N); });
   }
 }
 

@@ -33,24 +33,28 @@ Packed pack(const MatrixView& w) {
   return p;
 }
 
-TEST(Pack, OnlyWholeTilesOfIq4Xs) {
-  const test::QuantMatrix a =
-      test::make_matrix(GgmlType::IQ4_XS, test::make_values(Pattern::kGaussian, 32, 512, 1), 512, 32);
-  EXPECT_TRUE(kernels::can_pack(a.view()));
-  EXPECT_FALSE(kernels::can_pack(MatrixView::contiguous(GgmlType::IQ4_XS, a.bytes.data(), 512, 24)));
-  const test::QuantMatrix q =
-      test::make_matrix(GgmlType::Q8_0, test::make_values(Pattern::kGaussian, 32, 512, 1), 512, 32);
+TEST(Pack, OnlyWholeTilesOfPackableTypes) {
+  const std::vector<float> v = test::make_values(Pattern::kGaussian, 32, 512, 1);
+  for (GgmlType type : {GgmlType::IQ4_XS, GgmlType::Q8_0}) {
+    const test::QuantMatrix a = test::make_matrix(type, v, 512, 32);
+    EXPECT_TRUE(kernels::can_pack(a.view()));
+    EXPECT_FALSE(kernels::can_pack(MatrixView::contiguous(type, a.bytes.data(), 512, 24)));
+    Packed p = pack(a.view());
+    EXPECT_TRUE(p.view.packed);
+    EXPECT_FALSE(kernels::can_pack(p.view));  // already packed
+  }
+  const test::QuantMatrix q = test::make_matrix(GgmlType::Q4_K, v, 512, 32);
   EXPECT_FALSE(kernels::can_pack(q.view()));
-  Packed p = pack(a.view());
-  EXPECT_TRUE(p.view.packed);
-  EXPECT_FALSE(kernels::can_pack(p.view));  // already packed
 }
 
-TEST(Pack, UnpackRestoresEveryRowByteForByte) {
+class PackTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(PackTypes, UnpackRestoresEveryRowByteForByte) {
+  const GgmlType type = GetParam();
   for (int64_t n_in : {256, 2048}) {
     const int64_t n_out = 48;
     const test::QuantMatrix m =
-        test::make_matrix(GgmlType::IQ4_XS, test::make_values(Pattern::kSpikes, n_out, n_in, 5), n_in, n_out);
+        test::make_matrix(type, test::make_values(Pattern::kSpikes, n_out, n_in, 5), n_in, n_out);
     Packed p = pack(m.view());
     EXPECT_NE(0, std::memcmp(p.bytes.data(), m.bytes.data(), p.bytes.size())) << "packing moved nothing";
     std::vector<uint8_t> back(static_cast<size_t>(n_out * m.view().row_bytes));
@@ -61,6 +65,10 @@ TEST(Pack, UnpackRestoresEveryRowByteForByte) {
     std::vector<uint8_t> part(static_cast<size_t>(5 * rb));
     kernels::unpack_rows(p.view, 13, 5, part.data());
     EXPECT_EQ(0, std::memcmp(part.data(), m.bytes.data() + 13 * rb, part.size()));
+    // One tile packed alone is the packed matrix's tile.
+    std::vector<uint8_t> tile(static_cast<size_t>(16 * rb));
+    kernels::pack_tile(m.view(), 16, tile.data());
+    EXPECT_EQ(0, std::memcmp(tile.data(), p.bytes.data() + 16 * rb, tile.size()));
   }
 }
 
@@ -78,18 +86,18 @@ std::vector<float> activations(int64_t rows, int64_t n_in) {
   return x;
 }
 
-TEST(Pack, PackedMatmulBitwiseEqualsRowFormat) {
+TEST_P(PackTypes, PackedMatmulBitwiseEqualsRowFormat) {
+  const GgmlType type = GetParam();
   for (int64_t n_in : {256, 2048}) {
     const int64_t n_out = 64, rows = 23;
     for (Pattern wp : {Pattern::kGaussian, Pattern::kLarge, Pattern::kSpikes}) {
-      const test::QuantMatrix m =
-          test::make_matrix(GgmlType::IQ4_XS, test::make_values(wp, n_out, n_in, 3), n_in, n_out);
+      const test::QuantMatrix m = test::make_matrix(type, test::make_values(wp, n_out, n_in, 3), n_in, n_out);
       Packed p = pack(m.view());
       const std::vector<float> x = activations(rows, n_in);
       for (Isa isa : test::supported_isas()) {
         IsaScope scope(isa);
         PreparedActivations acts;
-        acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
+        acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
         for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 16, 23}) {
           std::vector<int32_t> list;
           for (int64_t i = 0; i < batch; ++i) list.push_back(static_cast<int32_t>((5 * i + 2) % rows));
@@ -105,17 +113,18 @@ TEST(Pack, PackedMatmulBitwiseEqualsRowFormat) {
   }
 }
 
-TEST(Pack, ThreadsAndExpertStacks) {
+TEST_P(PackTypes, ThreadsAndExpertStacks) {
+  const GgmlType type = GetParam();
   const int64_t n_in = 512, n_out = 48, n_exp = 3, rows = 6;
   const test::QuantMatrix m = test::make_matrix(
-      GgmlType::IQ4_XS, test::make_values(Pattern::kGaussian, n_out * n_exp, n_in, 4), n_in, n_out * n_exp);
+      type, test::make_values(Pattern::kGaussian, n_out * n_exp, n_in, 4), n_in, n_out * n_exp);
   Packed p = pack(m.view());
   const std::vector<float> x = activations(rows, n_in);
   ThreadPool pool(3);
   PreparedActivations acts;
-  acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
+  acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
   for (int64_t e = 0; e < n_exp; ++e) {
-    const MatrixView we = MatrixView::stacked(GgmlType::IQ4_XS, m.bytes.data(), n_in, n_out, e);
+    const MatrixView we = MatrixView::stacked(type, m.bytes.data(), n_in, n_out, e);
     MatrixView pe = p.view;
     pe.n_out = n_out;
     pe = pe.stacked_at(e);
@@ -126,6 +135,11 @@ TEST(Pack, ThreadsAndExpertStacks) {
     EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << "expert " << e;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, PackTypes, ::testing::Values(GgmlType::IQ4_XS, GgmlType::Q8_0),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return std::string(type_name(i.param));
+                         });
 
 TEST(PackDeathTest, RangeOffTileBoundaryIsRefused) {
   const test::QuantMatrix m =

@@ -7,14 +7,19 @@
 // without a packed kernel they unpack each tile and run the row-format kernels, so every level computes the
 // same results as over the original matrix.
 //
-// IQ4_XS, the one packed type so far (the body of the seed's IQ4_XS graft). Tile t holds rows 16t..16t+15;
-// with nb super-blocks per row it is nb * 16 * 136 bytes:
+// Tile t holds rows 16t..16t+15 and is 16 * row_bytes long.
+//
+// IQ4_XS (the body of the seed's IQ4_XS graft), nb super-blocks per row:
 //   header[sb]  128 bytes, sb = 0..nb-1:  d[16] (fp16) | scales_h[16] (u16) | scales_l[16] (u32)
 //   qs[j][sb]   256 bytes, for sub-block j = 0..7 (outer), then sb: 4 lines of 64 bytes; in line L, bytes
 //               4o..4o+3 are bytes 4L..4L+3 of sub-block j of row o (low nibbles: elements 4L..4L+3, high
 //               nibbles: elements 16+4L..16+4L+3)
 // One 64-byte load then gives, for 16 rows at once, the lanes of two VNNI weight vectors: the row format
 // needs a 16x4 transposition per sub-block at every call.
+//
+// Q8_0, nb blocks of 32 per row:
+//   d[b]        32 bytes, b = 0..nb-1: the 16 rows' fp16 scales of block b
+//   qs[b]       512 bytes: 8 lines of 64 bytes; in line g, bytes 4o..4o+3 are elements 4g..4g+3 of row o
 #pragma once
 
 #include <cstdint>
@@ -29,11 +34,15 @@ inline constexpr int64_t kPackRows = 16;
 // matrix still works (unpacked tile by tile) but is slower than the row format.
 bool has_packed_kernel(GgmlType type);
 
-// Whether pack_matrix handles w: a row-format IQ4_XS matrix with n_out a multiple of kPackRows.
+// Whether pack_matrix handles w: a row-format IQ4_XS or Q8_0 matrix with n_out a multiple of kPackRows.
 bool can_pack(const MatrixView& w);
 
 // Writes w packed into dst (w.n_out * w.row_bytes bytes, not overlapping w) and returns the view of dst.
 MatrixView pack_matrix(const MatrixView& w, uint8_t* dst);
+
+// The 16 rows from o_begin of a row-format matrix as one packed tile (16 * row_bytes bytes); rows past n_out
+// repeat row o_begin. For kernels that run row-format matrices through the packed code.
+void pack_tile(const MatrixView& w, int64_t o_begin, uint8_t* dst);
 
 // Rows [o_begin, o_begin + n) of a packed matrix back in the row format, into dst (n * row_bytes bytes).
 void unpack_rows(const MatrixView& packed, int64_t o_begin, int64_t n, uint8_t* dst);
