@@ -29,6 +29,7 @@
 #include "base/check.h"
 #include "base/mapped_file.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 
 namespace mtp::spec {
 namespace {
@@ -290,15 +291,28 @@ Expected<DraftVocab> DraftVocab::create(const Model& model, std::span<const int3
   im.full = static_cast<int64_t>(ids.size()) == n_vocab;
   const int64_t n = static_cast<int64_t>(ids.size()), rb = head.row_bytes();
   if (im.full) {
-    im.w = kernels::MatrixView::contiguous(head.type, head.data, n_embd, n_vocab);
+    im.w = kernels::MatrixView::contiguous(head.type, head.packed ? head.packed : head.data, n_embd, n_vocab);
+    im.w.packed = head.packed != nullptr;
   } else {
-    const size_t bytes = static_cast<size_t>(n * rb);
-    const size_t alloc = (bytes + 63) / 64 * 64;
-    im.rows.reset(static_cast<uint8_t*>(std::aligned_alloc(64, alloc)));
+    // Gathered rows, packed like the model's weights when the kernels have a packed layout for the type
+    // (kernels/pack.h): the row count is then padded to whole tiles with copies of the last row.
+    const bool pack = head.packed != nullptr;
+    const int64_t n_alloc = pack ? (n + kernels::kPackRows - 1) / kernels::kPackRows * kernels::kPackRows : n;
+    const size_t alloc = static_cast<size_t>((n_alloc * rb + 63) / 64 * 64);
+    auto buffer = [&] { return static_cast<uint8_t*>(std::aligned_alloc(64, alloc)); };
+    im.rows.reset(buffer());
     if (!im.rows) return Status(StatusCode::kResourceExhausted, str_cat("cannot allocate ", alloc, " bytes"));
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(im.rows.get() + i * rb, head.row(ids[static_cast<size_t>(i)]), rb);
-    im.w = kernels::MatrixView::contiguous(head.type, im.rows.get(), n_embd, n);
+    for (int64_t i = 0; i < n_alloc; ++i)
+      std::memcpy(im.rows.get() + i * rb, head.row(ids[static_cast<size_t>(std::min(i, n - 1))]), rb);
+    im.w = kernels::MatrixView::contiguous(head.type, im.rows.get(), n_embd, n_alloc);
+    if (pack) {
+      std::unique_ptr<uint8_t, Impl::Free> packed(buffer());
+      if (!packed)
+        return Status(StatusCode::kResourceExhausted, str_cat("cannot allocate ", alloc, " bytes"));
+      im.w = kernels::pack_matrix(im.w, packed.get());
+      im.rows = std::move(packed);
+    }
+    im.w.n_out = n;
   }
   im.ids = std::move(ids);
   return v;
