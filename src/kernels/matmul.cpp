@@ -210,23 +210,39 @@ void matmul_range(const MatrixView& w, const PreparedActivations& x, const int32
 }
 
 void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t y_stride, ThreadPool* pool) {
-  const int64_t n_out = w.n_out;
+  const MatmulJob job{w, y, y_stride};
+  matmul_batch({&job, 1}, x, pool);
+}
+
+void matmul_batch(std::span<const MatmulJob> jobs, const PreparedActivations& x, ThreadPool* pool) {
   const int n_threads = pool != nullptr ? pool->size() : 1;
-  if (n_threads <= 1 || n_out < 2) {
-    matmul_range(w, x, nullptr, x.n_rows(), 0, n_out, y, y_stride);
+  if (n_threads <= 1) {
+    for (const MatmulJob& j : jobs) matmul_range(j.w, x, nullptr, x.n_rows(), 0, j.w.n_out, j.y, j.y_stride);
     return;
   }
-  // Chunks of output rows handed out dynamically: about 8 per thread, at least 4 rows each (the split does
-  // not change any result).
-  int64_t chunk = std::max<int64_t>(4, (n_out + 8 * n_threads - 1) / (8 * n_threads));
+  // Chunks of output rows, about 8 per thread and matrix, at least 4 rows each, whole tiles where the kernel
+  // works in tiles (the split does not change any result).
+  struct Item {
+    int32_t job;
+    int64_t begin, end;
+  };
+  static thread_local std::vector<Item> items;
+  items.clear();
   const detail::KernelSet& ks = detail::kernels_for(x.isa());
-  const int t = static_cast<int>(w.type);
-  if (w.packed || (ks.tile[t] != nullptr && x.n_rows() >= ks.tile_min_rows[t]))
-    chunk = (chunk + detail::kTileOut - 1) / detail::kTileOut * detail::kTileOut;
-  const int64_t n_chunks = (n_out + chunk - 1) / chunk;
-  pool->parallel_for(static_cast<size_t>(n_chunks), [&](size_t c, int) {
-    const int64_t ob = static_cast<int64_t>(c) * chunk;
-    matmul_range(w, x, nullptr, x.n_rows(), ob, std::min(n_out, ob + chunk), y, y_stride);
+  for (size_t ji = 0; ji < jobs.size(); ++ji) {
+    const MatrixView& w = jobs[ji].w;
+    const int t = static_cast<int>(w.type);
+    int64_t chunk = std::max<int64_t>(4, (w.n_out + 8 * n_threads - 1) / (8 * n_threads));
+    if (w.packed || (ks.tile[t] != nullptr && x.n_rows() >= ks.tile_min_rows[t]))
+      chunk = (chunk + detail::kTileOut - 1) / detail::kTileOut * detail::kTileOut;
+    for (int64_t ob = 0; ob < w.n_out; ob += chunk)
+      items.push_back({static_cast<int32_t>(ji), ob, std::min(w.n_out, ob + chunk)});
+  }
+  const std::vector<Item>& list = items;  // the workers read the caller's list
+  pool->parallel_for(list.size(), [&](size_t i, int) {
+    const Item& it = list[i];
+    const MatmulJob& j = jobs[static_cast<size_t>(it.job)];
+    matmul_range(j.w, x, nullptr, x.n_rows(), it.begin, it.end, j.y, j.y_stride);
   });
 }
 

@@ -54,6 +54,25 @@ void project(Pass& p, ActCache& acts, const TensorView& w, float* y, int64_t y_s
   kernels::matmul(mat(w), acts.get(w.type, &p.pool), y, y_stride, &p.pool);
 }
 
+// Several projections of the same input: one pass over the pool per activation format among their weights
+// (usually one). Results as project() each.
+struct Projection {
+  const TensorView* w;
+  float* y;
+  int64_t y_stride;
+};
+void project_all(Pass& p, ActCache& acts, std::initializer_list<Projection> list) {
+  kernels::MatmulJob jobs[8];
+  MTP_CHECK(list.size() <= 8);
+  for (int f = 0; f < 3; ++f) {
+    size_t n = 0;
+    for (const Projection& pr : list)
+      if (static_cast<int>(kernels::act_format(pr.w->type)) == f) jobs[n++] = {mat(*pr.w), pr.y, pr.y_stride};
+    if (n == 0) continue;
+    kernels::matmul_batch({jobs, n}, acts.get(jobs[0].w.type, &p.pool), &p.pool);
+  }
+}
+
 void rms_rows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* out) {
   for (int64_t r = 0; r < rows; ++r) kernels::rms_norm(x + r * n, w, n, eps, out + r * n);
 }
@@ -110,9 +129,7 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   float* v = ws.big1.data() + n * kvw;  // n x kvw
   float* o = ws.big2.data();            // n x qw
   ws.acts0.set(ws.a.data(), n, ne, ne);
-  project(p, ws.acts0, w.q, qg, 2 * qw);
-  project(p, ws.acts0, w.k, k, kvw);
-  project(p, ws.acts0, w.v, v, kvw);
+  project_all(p, ws.acts0, {{&w.q, qg, 2 * qw}, {&w.k, k, kvw}, {&w.v, v, kvw}});
 
   // Per-head norms, then RoPE at the row's position; then the K/V rows go into the cache.
   const float* q_norm = f32_of(ws, w.q_norm);
@@ -191,10 +208,8 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   float* b = ws.small0.data();
   float* al = ws.small1.data();
   ws.acts0.set(ws.a.data(), n, ne, ne);
-  project(p, ws.acts0, w.qkv, u, cd);
-  project(p, ws.acts0, w.gate, z, value_dim);
-  project(p, ws.acts0, w.beta, b, h_v);
-  project(p, ws.acts0, w.alpha, al, h_v);
+  project_all(p, ws.acts0,
+              {{&w.qkv, u, cd}, {&w.gate, z, value_dim}, {&w.beta, b, h_v}, {&w.alpha, al, h_v}});
   const float* taps = f32_of(ws, w.conv1d);
 
   // Conv per sequence over [window; its rows' inputs], then the window after each row goes to the row's plane
@@ -334,37 +349,48 @@ void moe(Pass& p, const MoeWeights& w) {
     }
   }
 
-  // Runs expert matrices `t` (a 3-D stack, n_out rows per expert) over each expert's rows of `acts`
-  // (row list: rows[s] for sorted positions s), one work item per (expert, chunk of output rows), into y
-  // (sorted positions x n_out).
-  auto run_experts = [&](const TensorView& t, const kernels::PreparedActivations& acts, const int32_t* rows,
-                         float* y) {
-    const int64_t n_out = t.ne[1], n_in = t.ne[0], chunks = (n_out + kExpertChunk - 1) / kExpertChunk;
+  // Runs expert matrices ts[i] (3-D stacks, n_out rows per expert) over each expert's rows of `acts` (row
+  // list: rows[s] for sorted positions s) into ys[i] (sorted positions x n_out), one work item per (matrix,
+  // expert, chunk of output rows), all in one pass over the pool.
+  auto run_experts = [&](std::initializer_list<const TensorView*> ts,
+                         const kernels::PreparedActivations& acts, const int32_t* rows,
+                         std::initializer_list<float*> ys) {
+    const TensorView& t0 = **ts.begin();
+    const int64_t n_out = t0.ne[1], chunks = (n_out + kExpertChunk - 1) / kExpertChunk;
+    const int64_t n_mats = static_cast<int64_t>(ts.size());
     std::vector<int32_t>& items = ws.items;
     items.clear();
     for (int64_t e = 0; e < n_exp; ++e)
       if (offset[e + 1] > offset[e])
-        for (int64_t ch = 0; ch < chunks; ++ch) items.push_back(static_cast<int32_t>(e * chunks + ch));
+        for (int64_t i = 0; i < n_mats * chunks; ++i)
+          items.push_back(static_cast<int32_t>(e * n_mats * chunks + i));
     p.pool.parallel_for(items.size(), [&](size_t it, int) {
-      const int64_t e = items[it] / chunks, ch = items[it] % chunks;
+      const int64_t e = items[it] / (n_mats * chunks), rest = items[it] % (n_mats * chunks);
+      const int64_t m = rest / chunks, ch = rest % chunks;
       const int64_t o0 = ch * kExpertChunk, o1 = std::min(n_out, o0 + kExpertChunk);
+      const TensorView& t = *ts.begin()[m];
+      MTP_CHECK(t.ne[1] == n_out && t.type == t0.type);
       MatrixView we = mat(t);
       we.n_out = n_out;
       we = we.stacked_at(e);
       kernels::matmul_range(we, acts, rows + offset[e], offset[e + 1] - offset[e], o0, o1,
-                            y + offset[e] * n_out, n_out);
+                            ys.begin()[m] + offset[e] * n_out, n_out);
     });
   };
   float* gate = ws.big0.data();  // n_pairs x n_ff, by sorted position
   float* up = ws.big1.data();
   float* down = ws.big2.data();  // n_pairs x ne
-  run_experts(w.gate_exps, ws.acts0.get(w.gate_exps.type, &p.pool), act_row, gate);
-  run_experts(w.up_exps, ws.acts0.get(w.up_exps.type, &p.pool), act_row, up);
+  if (w.gate_exps.type == w.up_exps.type) {
+    run_experts({&w.gate_exps, &w.up_exps}, ws.acts0.get(w.gate_exps.type, &p.pool), act_row, {gate, up});
+  } else {
+    run_experts({&w.gate_exps}, ws.acts0.get(w.gate_exps.type, &p.pool), act_row, {gate});
+    run_experts({&w.up_exps}, ws.acts0.get(w.up_exps.type, &p.pool), act_row, {up});
+  }
   for (int64_t s = 0; s < n_pairs; ++s)
     kernels::swiglu(gate + s * n_ff, up + s * n_ff, gate + s * n_ff, n_ff);
   ws.acts1.set(gate, n_pairs, n_ff, n_ff);
   const int32_t* ident = ws.iota.data();  // sized by begin_pass
-  run_experts(w.down_exps, ws.acts1.get(w.down_exps.type, &p.pool), ident, down);
+  run_experts({&w.down_exps}, ws.acts1.get(w.down_exps.type, &p.pool), ident, {down});
 
   // Each row's expert outputs added in the order of its top-k list (not expert order): batch invariant.
   float* out = ws.m.data();
@@ -379,8 +405,7 @@ void moe(Pass& p, const MoeWeights& w) {
   float* gs = ws.big0.data();  // n x n_sh
   float* us = ws.big1.data();
   float* ys = ws.big2.data();  // n x ne
-  project(p, ws.acts0, w.gate_shexp, gs, n_sh);
-  project(p, ws.acts0, w.up_shexp, us, n_sh);
+  project_all(p, ws.acts0, {{&w.gate_shexp, gs, n_sh}, {&w.up_shexp, us, n_sh}});
   for (int64_t r = 0; r < n; ++r) kernels::swiglu(gs + r * n_sh, us + r * n_sh, gs + r * n_sh, n_sh);
   ws.acts1.set(gs, n, n_sh, n_sh);
   project(p, ws.acts1, w.down_shexp, ys, ne);

@@ -114,7 +114,6 @@ double simd_steps(GgmlType t, int64_t n_in) {
   return static_cast<double>(n_in / std::min<int64_t>(32, type_traits(t).block_size == 1 ? 8 : 32)) + 16.0;
 }
 
-
 class MatmulTypes : public ::testing::TestWithParam<GgmlType> {};
 
 // Scalar reference vs the double dot (tight: operands are the same values, only the final rounding and the
@@ -252,6 +251,31 @@ TEST(Matmul, StackedExpertViewAndBufferReuse) {
       for (int64_t o = 0; o < n_out; ++o)
         EXPECT_EQ(y_e[r * n_out + o], y_all[r * n_out * n_exp + e * n_out + o]);
     }
+  }
+}
+
+// Several matrices in one pass over the pool give what one matmul each gives, bitwise.
+TEST(Matmul, BatchOfJobsEqualsOneCallEach) {
+  const int64_t n_in = 512, rows = 3;
+  const std::vector<float> x = test::make_values(Pattern::kGaussian, rows, n_in, 8);
+  ThreadPool pool(3);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::F32}) {
+    std::vector<test::QuantMatrix> ms;
+    for (int64_t n_out : {64, 37, 512})
+      ms.push_back(
+          test::make_matrix(type, test::make_values(Pattern::kGaussian, n_out, n_in, 9), n_in, n_out));
+    PreparedActivations acts;
+    acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
+    std::vector<std::vector<float>> want, got;
+    std::vector<kernels::MatmulJob> jobs;
+    for (const test::QuantMatrix& m : ms) {
+      want.emplace_back(static_cast<size_t>(rows * m.n_out));
+      got.emplace_back(static_cast<size_t>(rows * m.n_out), -1.0f);
+      kernels::matmul(m.view(), acts, want.back().data(), m.n_out, nullptr);
+    }
+    for (size_t i = 0; i < ms.size(); ++i) jobs.push_back({ms[i].view(), got[i].data(), ms[i].n_out});
+    kernels::matmul_batch(jobs, acts, &pool);
+    EXPECT_EQ(want, got) << type_name(type);
   }
 }
 

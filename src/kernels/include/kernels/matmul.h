@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "kernels/isa.h"
@@ -104,6 +105,16 @@ class PreparedActivations {
 // are spread over `pool` (nullptr: the calling thread). Requires act_format(w.type) == x.format() and
 // w.n_in == x.n_in().
 void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t y_stride, ThreadPool* pool);
+
+// Several products of the same activation rows in one pass over the pool: y_i = W_i x for each job (one
+// synchronisation instead of one per matrix, and a thread that finishes one matrix goes on to the next).
+// The same results as a matmul per job.
+struct MatmulJob {
+  MatrixView w;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+void matmul_batch(std::span<const MatmulJob> jobs, const PreparedActivations& x, ThreadPool* pool);
 
 // On the calling thread: for i in [0, n_rows) and o in [o_begin, o_end),
 //   y[i * y_stride + o] = sum_k W[o][k] * x_{rows[i]}[k]
