@@ -19,6 +19,7 @@
 
 #include <time.h>
 
+#include "../bench_util.h"
 #include "base/thread_pool.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
@@ -40,29 +41,6 @@ double thread_cpu_seconds() {
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// STREAM "copy": b = a over n floats, split among the pool's threads. Returns GB/s counting read + write.
-double stream_copy(ThreadPool* pool, int64_t n_floats) {
-  std::vector<float> a(static_cast<size_t>(n_floats), 1.0f), b(static_cast<size_t>(n_floats), 0.0f);
-  const int n_threads = pool != nullptr ? pool->size() : 1;
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = Clock::now();
-    auto body = [&](size_t t, int) {
-      const int64_t chunk = n_floats / n_threads;
-      const int64_t begin = static_cast<int64_t>(t) * chunk;
-      const int64_t end = t + 1 == static_cast<size_t>(n_threads) ? n_floats : begin + chunk;
-      std::memcpy(b.data() + begin, a.data() + begin, static_cast<size_t>(end - begin) * 4);
-    };
-    if (pool != nullptr) {
-      pool->parallel_for(static_cast<size_t>(n_threads), body);
-    } else {
-      body(0, 0);
-    }
-    best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * static_cast<double>(n_floats) * 4 / best / 1e9;
 }
 
 std::vector<float> gaussian(int64_t n, uint32_t seed) {
@@ -236,8 +214,8 @@ int main(int argc, char** argv) {
   std::printf("kernels_bench: isa %s (best %s)\n", kernels::isa_name(kernels::active_isa()),
               kernels::isa_name(kernels::best_isa()));
   const int64_t n_stream = 128ll << 20;  // 512 MB per array
-  const double bw1 = stream_copy(nullptr, n_stream);
-  const double bw2 = stream_copy(&tp2, n_stream);
+  const double bw1 = bench::stream_copy_gbs(nullptr, n_stream);
+  const double bw2 = bench::stream_copy_gbs(&tp2, n_stream);
   std::printf("STREAM copy (read+write, 2 x 512 MB): 1 thread %.2f GB/s, 2 threads %.2f GB/s\n", bw1, bw2);
 
   const int64_t pool_bytes = pool_mb << 20;

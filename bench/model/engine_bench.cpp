@@ -1,6 +1,7 @@
 // Engine throughput (issue 6 "Numbers"): decode and prompt tokens/s at given thread counts and context
 // depths, the fraction of the memory-bandwidth limit at decode (weight bytes touched per token / STREAM-copy
-// bandwidth measured in this run), the cost of verify batches of k+1 rows relative to one row, and pp512 with
+// bandwidth measured in this run with as many threads; also against a read-only stream, which is what decode
+// does), the cost of verify batches of k+1 rows relative to one row, and pp512 with
 // the multiply-add rate it implies. A program printing numbers, not a test; the machine is shared, so compare
 // ratios within one run.
 //
@@ -29,21 +30,6 @@ double process_cpu_seconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-// STREAM-style copy bandwidth (bytes read + written per second), best of 5 over 512 MiB buffers.
-double copy_bandwidth() {
-  const size_t n = size_t{256} << 20;
-  std::vector<char> a(n, 1), b(n, 2);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    Timer t;
-    std::memcpy(b.data(), a.data(), n);
-    const double s = t.seconds();
-    best = std::max(best, 2.0 * static_cast<double>(n) / s);
-    a[i] = b[n - 1 - i];
-  }
-  return best;
 }
 
 struct Touched {
@@ -105,18 +91,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   const Qwen35MoeConfig& c = model->config();
-  const double bw = copy_bandwidth();
   const Touched tt = touched_per_token(*model);
-  std::printf("model %s: n_embd %lld, %lld layers, %lld experts (top %lld)\n", argv[1], (long long)c.n_embd,
-              (long long)c.n_layer, (long long)c.n_expert, (long long)c.n_expert_used);
-  std::printf("copy bandwidth %.2f GB/s; weights per decode token %.1f MB -> limit %.1f tok/s\n", bw / 1e9,
-              tt.bytes / 1e6, bw / tt.bytes);
+  std::printf(
+      "model %s: n_embd %lld, %lld layers, %lld experts (top %lld); weights per decode token %.1f MB%s\n",
+      argv[1], (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_expert, (long long)c.n_expert_used,
+      tt.bytes / 1e6, model->packed_bytes() > 0 ? " (packed)" : "");
 
   auto token = [&](int64_t i) {
     return static_cast<int32_t>((i * 2654435761u) % static_cast<uint64_t>(c.n_vocab));
   };
   for (int64_t nt : threads) {
     ThreadPool pool(static_cast<int>(nt));
+    // The limit at this thread count: a STREAM copy with as many threads, in this run.
+    const double bw = bench::stream_copy_gbs(&pool) * 1e9, rd = bench::stream_read_gbs(&pool) * 1e9;
+    std::printf(
+        "t=%lld copy bandwidth %.2f GB/s -> decode limit %.1f tok/s; read-only stream %.2f GB/s -> %.1f "
+        "tok/s\n",
+        (long long)nt, bw / 1e9, bw / tt.bytes, rd / 1e9, rd / tt.bytes);
     for (int64_t depth : depths) {
       MemoryOptions mo;
       mo.n_ctx = depth + 1024;
@@ -162,9 +153,10 @@ int main(int argc, char** argv) {
         if (!forward(*model, b, *mem, out, pool).ok()) return 1;
       }
       const double dsec = td.seconds(), dec = n_decode / dsec;
-      std::printf("t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit, cpu %.2f)", (long long)nt,
-                  (long long)depth, dec, 100.0 * dec * tt.bytes / bw,
-                  (process_cpu_seconds() - dc0) / (dsec * static_cast<double>(nt)));
+      std::printf(
+          "t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit, %.0f%% of read-only, cpu %.2f)",
+          (long long)nt, (long long)depth, dec, 100.0 * dec * tt.bytes / bw, 100.0 * dec * tt.bytes / rd,
+          (process_cpu_seconds() - dc0) / (dsec * static_cast<double>(nt)));
       if (depth > 0) std::printf(", prompt fill %.1f tok/s", depth / fill_s);
       std::printf("; verify k+1 rows / 1 row:");
       for (int64_t rows = 2; rows <= 5; ++rows)
