@@ -158,37 +158,74 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     store_kv(p.mem.kv_type(1), v + r * kvw, p.mem.kv_row(row.seq, slot, 1, row.pos), kvw);
   }
 
-  // Each (row, head) attends over its sequence's positions [begin, pos]: causal within the batch too.
+  // Each (row, head) attends over its sequence's positions [begin, pos]: causal within the batch too. Work
+  // items are (sequence, KV head, block of up to kRowBlock consecutive rows, subgroup of the KV head's query
+  // heads): every K and V row is read once per item and used by all its queries, instead of once per query.
+  // Each query's arithmetic is the same whatever the item: scores in key order, softmax, then V rows added
+  // in key order (batch invariant).
+  constexpr int64_t kRowBlock = 8;
   const float scale = p.params.attention_scale != 0.0f
                           ? p.params.attention_scale
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t group = n_head / n_kv;
-  int64_t max_keys = 0;
+  int64_t blocks = 0, max_keys = 0;
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr)
+    blocks += (static_cast<int64_t>(ws.groups[gr].rows.size()) + kRowBlock - 1) / kRowBlock;
   for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
+  // Split the query heads of a KV head only when there are too few items for the threads.
+  int64_t n_sub = 1;
+  while (blocks * n_kv * n_sub < 2 * p.pool.size() && n_sub < group) {
+    ++n_sub;
+    while (group % n_sub != 0) ++n_sub;
+  }
+  const int64_t sub = group / n_sub;       // query heads per item
+  std::vector<int32_t>& items = ws.items;  // (group, first row index in it) per row block
+  items.clear();
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr)
+    for (int64_t i = 0; i < static_cast<int64_t>(ws.groups[gr].rows.size()); i += kRowBlock)
+      items.push_back(static_cast<int32_t>(gr)), items.push_back(static_cast<int32_t>(i));
   const GgmlType kt = p.mem.kv_type(0), vt = p.mem.kv_type(1);
-  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, max_keys + 2 * hd);
-  p.pool.parallel_for(static_cast<size_t>(n * n_head), [&](size_t task, int thread) {
-    const int64_t r = static_cast<int64_t>(task) / n_head, h = static_cast<int64_t>(task) % n_head;
-    const BatchRow& row = p.batch.rows[r];
-    const int64_t begin = p.mtp ? p.mem.seq(row.seq).mtp_begin : 0;
-    const int64_t n_keys = row.pos + 1 - begin, j = h / group;
-    float* sc = ws.thread_scratch[thread].data();
-    float* sig = sc + n_keys;
-    float* kv_buf = sig + hd;
-    const float* qh = qg + r * 2 * qw + 2 * h * hd;
-    for (int64_t t = 0; t < n_keys; ++t) {
-      const float* kr = load_kv(kt, p.mem.kv_row(row.seq, slot, 0, begin + t), j * hd, hd, kv_buf);
-      sc[t] = kernels::dot(qh, kr, hd) * scale;
+  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, kRowBlock * sub * max_keys + 3 * hd);
+  p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), [&](size_t task, int thread) {
+    const int64_t blk = static_cast<int64_t>(task) / (n_kv * n_sub),
+                  rest = static_cast<int64_t>(task) % (n_kv * n_sub);
+    const int64_t j = rest / n_sub, h0 = j * group + (rest % n_sub) * sub;
+    const SeqGroup& sg = ws.groups[items[2 * blk]];
+    const int64_t i0 = items[2 * blk + 1],
+                  m = std::min<int64_t>(kRowBlock, static_cast<int64_t>(sg.rows.size()) - i0);
+    const int64_t begin = p.mtp ? p.mem.seq(sg.seq).mtp_begin : 0;
+    const int64_t pos0 = p.batch.rows[sg.rows[i0]].pos;
+    const int64_t n_keys_max = pos0 + m - begin;   // the last row's keys
+    float* sc = ws.thread_scratch[thread].data();  // [row i][head][key], stride n_keys_max
+    float* kv_buf = sc + m * sub * n_keys_max;
+    float* sig = kv_buf + 2 * hd;
+    auto query = [&](int64_t i, int64_t h) { return qg + sg.rows[i0 + i] * 2 * qw + 2 * (h0 + h) * hd; };
+    auto scores = [&](int64_t i, int64_t h) { return sc + (i * sub + h) * n_keys_max; };
+    for (int64_t t = 0; t < n_keys_max; ++t) {
+      const float* kr = load_kv(kt, p.mem.kv_row(sg.seq, slot, 0, begin + t), j * hd, hd, kv_buf);
+      for (int64_t i = std::max<int64_t>(0, begin + t - pos0); i < m; ++i)
+        for (int64_t h = 0; h < sub; ++h) scores(i, h)[t] = kernels::dot(query(i, h), kr, hd) * scale;
     }
-    kernels::softmax(sc, n_keys);
-    float* oh = o + r * qw + h * hd;
-    std::fill_n(oh, hd, 0.0f);
-    for (int64_t t = 0; t < n_keys; ++t)
-      kernels::axpy(sc[t], load_kv(vt, p.mem.kv_row(row.seq, slot, 1, begin + t), j * hd, hd, kv_buf), oh,
-                    hd);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t h = 0; h < sub; ++h) {
+        kernels::softmax(scores(i, h), pos0 + i + 1 - begin);
+        std::fill_n(o + sg.rows[i0 + i] * qw + (h0 + h) * hd, hd, 0.0f);
+      }
+    }
+    for (int64_t t = 0; t < n_keys_max; ++t) {
+      const float* vr = load_kv(vt, p.mem.kv_row(sg.seq, slot, 1, begin + t), j * hd, hd, kv_buf);
+      for (int64_t i = std::max<int64_t>(0, begin + t - pos0); i < m; ++i)
+        for (int64_t h = 0; h < sub; ++h)
+          kernels::axpy(scores(i, h)[t], vr, o + sg.rows[i0 + i] * qw + (h0 + h) * hd, hd);
+    }
     // Query gate: o *= sigmoid(g).
-    kernels::sigmoid(qh + hd, sig, hd);
-    for (int64_t i = 0; i < hd; ++i) oh[i] *= sig[i];
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t h = 0; h < sub; ++h) {
+        float* oh = o + sg.rows[i0 + i] * qw + (h0 + h) * hd;
+        kernels::sigmoid(query(i, h) + hd, sig, hd);
+        for (int64_t e = 0; e < hd; ++e) oh[e] *= sig[e];
+      }
+    }
   });
   ws.acts1.set(o, n, qw, qw);
   project(p, ws.acts1, w.output, ws.m.data(), ne);
