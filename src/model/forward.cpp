@@ -566,13 +566,20 @@ Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out
   MTP_CHECK(pool.size() <= static_cast<int>(ws.thread_scratch.size()), "at most 64 threads");
   Pass p{c, model.params(), mem, ws, pool, batch, batch.size(), false};
 
-  // GDN planes per sequence: rows before the last K update the live plane in place; each of the last K rows
+  // GDN planes per sequence: the snapshot rows are its trailing rows that ask for logits, at most K (verify
+  // rows and decode rows; of a prompt chunk only its last row, if any: prompts are never rolled back, and a
+  // snapshot costs a whole state write). Earlier rows update the live plane in place; each snapshot row
   // writes its own plane (the ones other than the live one, in turn), so the state after any of them, and the
-  // one before the batch when it has at most K rows, stay available for rollback.
+  // one before the batch when every row is a snapshot row, stay available for rollback.
   const int32_t K = mem.options().n_snapshots, planes = mem.n_planes();
+  auto first_snapshot = [&](const SeqGroup& sg) {
+    int64_t t = static_cast<int64_t>(sg.rows.size());
+    while (t > 0 && static_cast<int64_t>(sg.rows.size()) - t < K && batch.rows[sg.rows[t - 1]].logits) --t;
+    return t;
+  };
   for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
     SeqGroup& sg = ws.groups[gr];
-    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = std::max<int64_t>(0, m - K);
+    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = first_snapshot(sg);
     const int32_t live = mem.seq(sg.seq).live;
     sg.src.resize(static_cast<size_t>(m));
     sg.dst.resize(static_cast<size_t>(m));
@@ -590,7 +597,7 @@ Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out
   for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
     const SeqGroup& sg = ws.groups[gr];
     Memory::Seq& q = mem.seq(sg.seq);
-    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = std::max<int64_t>(0, m - K);
+    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = first_snapshot(sg);
     q.before_plane = first_snap == 0 ? q.live : -1;
     q.plane_after.assign(static_cast<size_t>(m), -1);
     for (int64_t t = std::max<int64_t>(0, first_snap - 1); t < m; ++t) q.plane_after[t] = sg.dst[t];

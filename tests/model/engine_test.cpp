@@ -294,6 +294,25 @@ TEST(Engine, RollbackEqualsNeverProcessed) {
   EXPECT_FALSE(mem.rollback(s, 6).ok());  // K = 2 keeps rows 7..9 only
   EXPECT_FALSE(mem.rollback(s, 0).ok());
   EXPECT_TRUE(mem.rollback(s, 7).ok());
+  // Rows that ask for no logits (a prompt chunk's) are not snapshot rows: rolling back over them is refused,
+  // and the chunk's last row (with logits) still can be dropped exactly.
+  Memory pm = make_memory(model, 1, 256, 4);
+  const int32_t ps = *pm.seq_create();
+  Batch b;
+  Outputs out;
+  for (int64_t j = 0; j < 9; ++j) b.add(ps, j, prefix[j], j == 8);
+  ASSERT_TRUE(forward(model, b, pm, out, pool).ok());
+  EXPECT_FALSE(pm.rollback(ps, 7).ok());
+  ASSERT_TRUE(pm.rollback(ps, 8).ok());
+  b.clear();
+  b.add(ps, 8, cont[0], true);
+  ASSERT_TRUE(forward(model, b, pm, out, pool).ok());
+  std::vector<int32_t> all(prefix.begin(), prefix.begin() + 8);
+  all.push_back(cont[0]);
+  Memory ref_mem = make_memory(model, 1, 256, 4);
+  const auto want = run_engine(model, ref_mem, *ref_mem.seq_create(), all, 9, pool);
+  const auto got = out.logits_of(0);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want[8].begin()));
 }
 
 TEST(Engine, MtpHeadMatchesReference) {

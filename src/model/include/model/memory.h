@@ -11,8 +11,9 @@
 //  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
 //  in
 //    K+1 "planes" per sequence (K = max draft length + 1 snapshots). The forward pass writes the state after
-//    each of a sequence's last K rows of a batch into its own plane (the delta rule runs out of place,
-//    reading the previous row's plane), so rollback(seq, keep) only re-points the live plane: no copy at all.
+//    each of a sequence's last K rows of a batch that ask for logits (verify and decode rows; a prompt
+//    chunk's last row) into its own plane (the delta rule runs out of place, reading the previous row's
+//    plane), so rollback(seq, keep) to any of them only re-points the live plane: no copy at all.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +70,9 @@ class Memory {
 
   // Keeps the first `keep_rows` rows of this sequence's last trunk batch (n rows at p0..p0+n-1): the GDN
   // state becomes the one after row keep_rows-1 (the state before the batch for 0), the trunk KV is truncated
-  // to positions < p0 + keep_rows and the MTP KV to the same bound. Valid for n - K <= keep_rows <= n; single
-  // use until the next trunk batch of the sequence.
+  // to positions < p0 + keep_rows and the MTP KV to the same bound. Valid when rows keep_rows..n-1 were
+  // snapshot rows (at most K trailing rows that asked for logits; keep_rows = n is always valid); otherwise
+  // an error that says so. Single use until the next trunk batch of the sequence.
   Status rollback(int32_t seq, int64_t keep_rows);
   // Drops the MTP KV rows at positions >= pos.
   void truncate_mtp(int32_t seq, int64_t pos);
