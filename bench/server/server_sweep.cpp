@@ -1,8 +1,8 @@
 // Aggregate throughput of `mtp serve` by concurrency and speculation profile (issue 8's numbers; the seed
-// report's threshold sweep). For each profile it starts the server, and for each concurrency c runs
-// `rounds * c` requests from c client threads (every request greedy, ignore_eos, the same max_tokens, its own
-// prompt), then reports aggregate generated tokens per second of wall time, and the acceptance the server's
-// counters saw.
+// report's threshold sweep). It starts one server per profile, and for each concurrency c runs, on each
+// server in turn, `rounds * c` requests from c client threads (every request greedy, ignore_eos, the same
+// max_tokens, its own prompt), then reports aggregate generated tokens per second of wall time, and the
+// acceptance the server's counters saw.
 //
 //   server_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2]
 //                [--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max 3] [--extra "ARGS"]
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -107,24 +108,35 @@ Level run_level(int port, int concurrency, const Options& o) {
 }
 
 int run(const Options& o) {
-  std::map<std::string, std::vector<Level>> results;
+  // Every profile's server runs from the start, and each concurrency level runs on all of them in turn
+  // (starting with a different one per level): a slow stretch of a shared machine then lands on every
+  // profile in turn rather than on whichever profile ran at the time. An idle server costs nothing.
+  std::vector<std::unique_ptr<ServerProcess>> servers;
   for (const std::string& p : o.profiles) {
     std::string args = "-m " + o.model + " -np " + std::to_string(o.n_slots) + " -c " +
                        std::to_string(o.n_ctx) + profile_args(p, o.draft_max) + " " + o.extra;
     if (o.threads > 0) args += " -t " + std::to_string(o.threads);
     std::fprintf(stderr, "profile %s: mtp serve %s\n", p.c_str(), args.c_str());
-    ServerProcess srv(args);
-    Options warm = o;
-    warm.rounds = 1;
-    run_level(srv.port(), 1, warm);  // first-touch of the weights, the policy's first measurements
-    for (int c : o.levels) {
-      Level l = run_level(srv.port(), c, o);
-      std::fprintf(stderr, "  c%-2d %8.2f tok/s%s\n", c, l.tok_s, l.failures ? "  (FAILED REQUESTS)" : "");
-      results[p].push_back(l);
-    }
-    srv.signal(SIGTERM);
-    srv.wait(60);
+    servers.push_back(std::make_unique<ServerProcess>(args));
   }
+  Options warm = o;
+  warm.rounds = 1;
+  for (const auto& srv : servers) run_level(srv->port(), 1, warm);  // first touch, first measurements
+  std::map<std::string, std::vector<Level>> results;
+  for (size_t li = 0; li < o.levels.size(); ++li) {
+    const int c = o.levels[li];
+    for (size_t j = 0; j < servers.size(); ++j) {
+      const size_t i = (li + j) % servers.size();
+      const std::string& p = o.profiles[i];
+      Level l = run_level(servers[i]->port(), c, o);
+      std::fprintf(stderr, "  c%-2d %-6s %8.2f tok/s%s\n", c, p.c_str(), l.tok_s,
+                   l.failures ? "  (FAILED REQUESTS)" : "");
+      results[p].resize(o.levels.size());
+      results[p][li] = l;
+    }
+  }
+  for (const auto& srv : servers) srv->signal(SIGTERM);
+  for (const auto& srv : servers) srv->wait(60);
   // One markdown table: a row per profile, a column per concurrency level, cells from `cell`.
   auto table = [&](const std::string& title, const char* col_suffix, const auto& cell) {
     std::printf("\n%s\n\n| profile |", title.c_str());

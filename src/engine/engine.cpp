@@ -276,6 +276,7 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   s.opt = options;
   s.draft = draft;
   s.sampler = Sampler(options.sampling);
+  s.acceptance = m.policy.acceptance();  // what recent requests saw, until this one has rounds of its own
   s.timings.n_prompt = static_cast<int64_t>(s.prompt.size());
   if (m.drafter) m.drafter->begin(seq, draft.n_max > 0);
   return s.id;
@@ -323,15 +324,17 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       cap = std::min(cap, opt.n_ctx - memory.seq_pos(s.seq) - 1);
       demand[i].n_max = static_cast<int32_t>(std::max<int64_t>(0, cap));
       demand[i].acceptance = &s.acceptance;
+      demand[i].catch_up_rows = drafter->pending_rows(s.seq);
     }
-    const int64_t base = static_cast<int64_t>(gen.size()) + std::min(prompt_left, budget);
-    const std::vector<int32_t> k = policy.choose(demand, base);
+    const int64_t prompt_rows =
+        std::min(prompt_left, std::max<int64_t>(0, budget - static_cast<int64_t>(gen.size())));
+    const std::vector<int32_t> k = policy.choose(demand, prompt_rows);
     std::vector<spec::DraftTask> tasks;
     std::vector<Slot*> task_slot;
     int32_t k_max = 0;
     for (size_t i = 0; i < gen.size(); ++i) {
       if (k[i] <= 0) {
-        gen[i]->acceptance.idle_step();
+        gen[i]->acceptance.idle_step(policy.acceptance());
         continue;
       }
       spec::DraftTask t;
@@ -345,11 +348,15 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       task_slot.push_back(gen[i]);
       k_max = std::max(k_max, k[i]);
     }
+    if (tasks.empty()) policy.idle_step();
     if (!tasks.empty()) {
       Timer dt;
       MTP_RETURN_IF_ERROR(drafter->draft(tasks));
       info.draft_seconds = dt.seconds();
-      policy.observe_draft(static_cast<int64_t>(tasks.size()), info.draft_seconds / std::max(k_max, 1));
+      const std::span<const spec::DraftPass> passes = drafter->last_passes();
+      for (const spec::DraftPass& p : passes) policy.observe_draft(p.rows, p.seconds);
+      if (passes.empty())  // a drafter without passes of its own: spread its time evenly
+        policy.observe_draft(static_cast<int64_t>(tasks.size()), info.draft_seconds / std::max(k_max, 1));
       info.drafting = static_cast<int32_t>(tasks.size());
       for (size_t i = 0; i < tasks.size(); ++i) task_slot[i]->drafted = std::move(tasks[i].draft);
     }
@@ -403,7 +410,11 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
 
   Timer ft;
   MTP_RETURN_IF_ERROR(forward(model, batch, memory, out, pool));
-  policy.observe_trunk(batch.size(), ft.seconds());
+  int64_t verify_rows = 0;
+  for (Slot* sp : gen)
+    if (sp->state == SlotState::kGenerate) verify_rows += static_cast<int64_t>(sp->drafted.size());
+  policy.observe_trunk(batch.size() - info.prompt_rows - verify_rows, verify_rows, info.prompt_rows,
+                       ft.seconds());
   info.trunk_rows = batch.size();
   const int64_t ne = model.config().n_embd;
   auto hidden_rows = [&](int64_t row0, int64_t n) {
@@ -435,6 +446,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     if (n_draft > 0) {
       s.timings.spec.add_round(n_draft, accepted);
       s.acceptance.observe(n_draft, accepted);
+      policy.observe_round(n_draft, accepted);
       info.drafted += n_draft;
       info.accepted += accepted;
     }

@@ -108,7 +108,7 @@ int64_t MtpDrafter::pending_rows(int32_t seq) const {
 }
 
 Status MtpDrafter::draft(std::span<DraftTask> tasks) {
-  Timer timer;
+  passes_.clear();
   const int64_t ne = model_.config().n_embd;
   // Per task: the batch row of its current draft step (-1 once it stopped), and its next h_prev.
   std::vector<int64_t> row(tasks.size(), -1);
@@ -128,6 +128,8 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
     s.seed_token = task.last_token;
   }
   for (int32_t step = 0; batch_.size() > 0; ++step) {
+    Timer pass;  // the forward pass and its logits: what one more draft position costs
+    const int64_t pass_rows = batch_.size();
     MTP_RETURN_IF_ERROR(forward_mtp(model_, batch_, memory_, out_, pool_));
     if (vocab_ != nullptr) {           // logits over the subset, for the rows that draft with it
       std::vector<float>& h = sub_h_;  // reused: no allocation per pass after warm-up
@@ -162,6 +164,7 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
       std::copy(h.begin(), h.end(), h_next.begin() + static_cast<int64_t>(t) * ne);
       if (static_cast<int32_t>(task.draft.size()) >= task.params.n_max) row[t] = -1;
     }
+    passes_.push_back({pass_rows, pass.seconds()});
     batch_.clear();
     for (size_t t = 0; t < tasks.size(); ++t) {
       if (row[t] < 0) continue;
@@ -174,7 +177,6 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
   }
   for (DraftTask& task : tasks)
     if (static_cast<int32_t>(task.draft.size()) < task.params.n_min) task.draft.clear();
-  last_pass_s_ = timer.seconds();
   return Status::Ok();
 }
 

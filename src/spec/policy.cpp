@@ -1,13 +1,37 @@
 // The auto policy (field-survey.md section 6, goodput form):
 //
-//   goodput(k) = sum_r E[T_r](k_r) / (T_trunk(base + sum_r k_r) + sum_{i=1..max k} T_draft(#{r : k_r >= i}))
+//   goodput(k) = sum_r E[T_r](k_r) / (T_trunk(n, sum_r k_r) + sum_{i=1..max k} T_draft(rows_i))
 //   E[T_r](k)  = 1 + sum_{i<k} p_reach_r(i)
+//   rows_1     = #{r : k_r >= 1} + their catch-up rows (steady state),  rows_i = #{r : k_r >= i} for i > 1
 //
-// k = 0 for every slot is always a candidate. Starting there, the policy repeatedly adds one draft position
-// to the slot whose next position is most likely to be accepted, and keeps the change while goodput improves.
-// Step times come from the engine's own measurements (an EMA per row count); unmeasured row counts are
-// extrapolated optimistically (an extra row at a quarter of the average row cost) so that new batch shapes
-// get tried once and then measured.
+// where n is the number of generating slots (one decode row each). A step's prompt rows cost the same
+// whatever is drafted, so they are left out: counted, they would dilute the extra rows' cost and make
+// drafting look good in every step that reads a prompt, at a marginal rate below plain decoding's.
+// k = 0 for every slot is always a
+// candidate. The search starts from the best uniform length (a draft pass is shared by all slots, so one
+// position at a time is too myopic to start from), then adds one draft position at a time to the slot whose
+// next position is most likely to be accepted while goodput improves. A plan that drafts at all must beat
+// plain decoding by kMinGain: near break-even (large batches) the cost model's error is larger than the gain,
+// and a bad draft in a large batch costs far more than a missed small gain.
+//
+// Step times are the engine's own measurements, kept as a moving average per batch size (row count) and
+// summarised by a straight line t(rows) = a + b * rows, fitted by least squares over the measured sizes,
+// each weighted by its samples (up to kMaxCellWeight, so a size measured once counts, but little). A line,
+// not interpolation between sizes: in this MoE engine every extra row touches experts of its own, so past the
+// first few rows each costs about the same, and the fit is what carries that slope to batch sizes never run.
+// It also keeps one noisy or stale size (measured once, during a burst of foreign load) from deciding a step
+// on its own, which matters most in large batches: an optimistic cost there is exactly what makes drafting
+// in a saturated batch look cheap. With one measured size the line is its average cost per row (no fixed
+// cost assumed: pessimistic above it, optimistic below it, so a smaller batch gets tried and measured).
+//
+// The trunk has two lines: one for plain steps (decode rows only) and one for steps with verify rows. A
+// verify row is not a decode row: measured on 2 cores, a batch of a few sequences' verify rows costs 10-30%
+// more than as many rows of as many sequences, so a single line fitted to both mis-prices both choices
+// (plain decoding looks dearer than it is, drafting cheaper). Each line falls back on the other until it has
+// data (a line with one measured size runs through it along the other line's slope), and a batch size whose
+// plain step was never measured gets one plain step to measure it. Prompt rows cost differently again (no
+// logits), so trunk steps with prompt rows feed neither line. Draft passes have a line of their own, over
+// their rows (draft rows and catch-up rows).
 #include "spec/policy.h"
 
 #include <algorithm>
@@ -16,38 +40,71 @@ namespace mtp::spec {
 namespace {
 
 constexpr double kEmaWeight = 0.2;        // weight of a new step-time sample
+constexpr double kMaxCellWeight = 16;     // a batch size's weight in the fit: its samples, up to this
 constexpr double kAcceptEmaWeight = 0.1;  // weight of a new acceptance sample
 constexpr double kAcceptPrior = 0.8;      // conditional acceptance assumed before any data
-constexpr double kAcceptDecay = 0.01;     // per idle step, drift back toward the prior (so a slot retries)
-constexpr double kExtraRowFraction = 0.25;
+constexpr double kAcceptDecay = 0.01;  // per idle step, drift toward the engine-wide rates (a slot retries)
+constexpr double kMinGain = 0.05;      // a drafting plan must promise this much more than plain decoding
 
 }  // namespace
 
 void StepCostModel::observe(int64_t rows, double seconds) {
   if (rows <= 0 || seconds <= 0) return;
-  if (static_cast<int64_t>(ema_.size()) <= rows) ema_.resize(static_cast<size_t>(rows + 1), -1.0);
-  double& e = ema_[static_cast<size_t>(rows)];
-  e = e < 0 ? seconds : (1 - kEmaWeight) * e + kEmaWeight * seconds;
+  if (static_cast<int64_t>(cells_.size()) <= rows) cells_.resize(static_cast<size_t>(rows + 1));
+  Cell& c = cells_[static_cast<size_t>(rows)];
+  if (c.n == 0 && sizes_++ == 0) only_ = rows;
+  c.ema = c.n == 0 ? seconds : (1 - kEmaWeight) * c.ema + kEmaWeight * seconds;
+  ++c.n;
+  fit();
 }
 
-double StepCostModel::predict(int64_t rows) const {
-  if (rows <= 0 || ema_.empty()) return 0.0;
-  const int64_t n = static_cast<int64_t>(ema_.size());
-  if (rows < n && ema_[static_cast<size_t>(rows)] >= 0) return ema_[static_cast<size_t>(rows)];
-  int64_t lo = std::min(rows, n - 1);
-  while (lo > 0 && ema_[static_cast<size_t>(lo)] < 0) --lo;
-  int64_t hi = rows + 1;
-  while (hi < n && ema_[static_cast<size_t>(hi)] < 0) ++hi;
-  if (lo > 0 && hi < n) {  // interpolate
-    const double a = ema_[static_cast<size_t>(lo)], b = ema_[static_cast<size_t>(hi)];
-    return a + (b - a) * static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
+void StepCostModel::fit() {
+  if (sizes_ == 1) {  // one batch size: its average cost per row, no fixed cost
+    a_ = 0;
+    b_ = cells_[static_cast<size_t>(only_)].ema / static_cast<double>(only_);
+    return;
   }
-  if (lo > 0) {  // above every measurement
-    const double a = ema_[static_cast<size_t>(lo)];
-    return a + kExtraRowFraction * a / static_cast<double>(lo) * static_cast<double>(rows - lo);
+  double sw = 0, sx = 0, sy = 0;
+  for (size_t r = 0; r < cells_.size(); ++r) {
+    if (cells_[r].n == 0) continue;
+    const double w = std::min<double>(cells_[r].n, kMaxCellWeight);
+    sw += w;
+    sx += w * static_cast<double>(r);
+    sy += w * cells_[r].ema;
   }
-  // below every measurement: the smallest measured count is an upper bound
-  return ema_[static_cast<size_t>(hi)];
+  const double mx = sx / sw, my = sy / sw;
+  double sxx = 0, sxy = 0;
+  for (size_t r = 0; r < cells_.size(); ++r) {
+    if (cells_[r].n == 0) continue;
+    const double w = std::min<double>(cells_[r].n, kMaxCellWeight), dx = static_cast<double>(r) - mx;
+    sxx += w * dx * dx;
+    sxy += w * dx * (cells_[r].ema - my);
+  }
+  b_ = std::max(0.0, sxy / sxx);  // a bigger batch never costs less
+  a_ = my - b_ * mx;
+  if (a_ < 0) {  // nor does a pass cost less than nothing: through the origin instead
+    a_ = 0;
+    double num = 0, den = 0;
+    for (size_t r = 0; r < cells_.size(); ++r) {
+      if (cells_[r].n == 0) continue;
+      const double w = std::min<double>(cells_[r].n, kMaxCellWeight), x = static_cast<double>(r);
+      num += w * x * cells_[r].ema;
+      den += w * x * x;
+    }
+    b_ = num / den;
+  }
+}
+
+double StepCostModel::predict(double rows) const {
+  if (rows <= 0 || !has_data()) return 0.0;
+  return a_ + b_ * rows;
+}
+
+double StepCostModel::predict_along(double rows, double slope) const {
+  if (sizes_ != 1 || rows <= 0) return predict(rows);
+  const double t = cells_[static_cast<size_t>(only_)].ema, at = static_cast<double>(only_);
+  const double along = t + slope * (rows - at);
+  return rows >= at ? along : std::max(along, t * rows / at);  // below: at least its rows' share
 }
 
 void AcceptanceTracker::observe(int64_t n_drafted, int64_t n_accepted) {
@@ -61,18 +118,42 @@ void AcceptanceTracker::observe(int64_t n_drafted, int64_t n_accepted) {
   }
 }
 
+double AcceptanceTracker::rate(int32_t i) const {
+  return i < static_cast<int32_t>(cond_.size()) ? cond_[static_cast<size_t>(i)] : kAcceptPrior;
+}
+
 double AcceptanceTracker::p_reach(int32_t i) const {
   double p = 1.0;
-  for (int32_t j = 0; j <= i; ++j)
-    p *= j < static_cast<int32_t>(cond_.size()) ? cond_[static_cast<size_t>(j)] : kAcceptPrior;
+  for (int32_t j = 0; j <= i; ++j) p *= rate(j);
   return p;
 }
 
-void AcceptanceTracker::idle_step() {
-  for (double& c : cond_) c += kAcceptDecay * (kAcceptPrior - c);
+void AcceptanceTracker::idle_step(const AcceptanceTracker& typical) {
+  for (size_t i = 0; i < cond_.size(); ++i)
+    cond_[i] += kAcceptDecay * (typical.rate(static_cast<int32_t>(i)) - cond_[i]);
 }
 
-std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t base_rows) const {
+double DraftPolicy::trunk_line(bool verify, double rows) const {
+  const StepCostModel& own = verify ? verify_ : plain_;
+  const StepCostModel& other = verify ? plain_ : verify_;
+  if (own.sizes() >= 2 || (own.sizes() == 1 && other.sizes() < 2)) return own.predict(rows);
+  if (own.sizes() == 1) return own.predict_along(rows, other.slope());
+  return other.predict(rows);
+}
+
+void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds) {
+  if (seconds <= 0 || prompt_rows > 0) return;  // prompt rows cost differently (no logits): not these lines
+  (verify_rows > 0 ? verify_ : plain_).observe(rows + verify_rows, seconds);
+}
+
+double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
+  const double trunk = trunk_line(verify_rows > 0, static_cast<double>(rows + verify_rows));
+  // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
+  // noisy data could say so at some sizes; drafting must not look free).
+  return verify_rows > 0 ? std::max(trunk, trunk_line(false, static_cast<double>(rows))) : trunk;
+}
+
+std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) const {
   const size_t n = slots.size();
   std::vector<int32_t> k(n, 0);
   if (opt_.max_drafting_slots >= 0 && static_cast<int64_t>(n) > opt_.max_drafting_slots) return k;
@@ -81,10 +162,19 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     return k;
   }
   // Auto. Without measurements yet, draft (the first steps measure the shapes).
-  if (!trunk_.has_data() || !draft_.has_data()) {
+  if (!has_trunk_data() || !draft_.has_data()) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
     return k;
   }
+  // Plain decoding at this batch size never measured: measure it once (a step without prompt rows, whose
+  // time then is the plain line's), rather than price it from another shape or from verify steps.
+  if (prompt_rows == 0 && !plain_.measured(static_cast<int64_t>(n))) return k;
+  // Expected accepted drafts of slot r drafting `len` tokens.
+  auto accepted = [&](size_t r, int32_t len) {
+    double a = 0;
+    for (int32_t i = 0; i < len; ++i) a += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
+    return a;
+  };
   auto step_time = [&](const std::vector<int32_t>& ks) {
     int64_t extra = 0;
     int32_t kmax = 0;
@@ -92,30 +182,33 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
       extra += x;
       kmax = std::max(kmax, x);
     }
-    double t = trunk_.predict(base_rows + extra);
+    double t = predict_trunk(static_cast<int64_t>(n), extra);
     for (int32_t i = 1; i <= kmax; ++i) {
-      int64_t rows = 0;
-      for (int32_t x : ks) rows += x >= i ? 1 : 0;
+      double rows = 0;
+      for (size_t r = 0; r < n; ++r) {
+        if (ks[r] < i) continue;
+        // The first pass carries the slot's catch-up rows: in steady state the drafts it accepted last
+        // round. A longer backlog (the rows of a stretch without drafting) is paid once, whenever the slot
+        // drafts again, and then serves every later draft of the request, so it does not count here: it
+        // would keep a slot from ever drafting again, its backlog growing every step it waits.
+        rows += 1 + (i == 1 ? std::min(static_cast<double>(slots[r].catch_up_rows), accepted(r, ks[r])) : 0);
+      }
       t += draft_.predict(rows);
     }
     return t;
   };
   auto expected_tokens = [&](const std::vector<int32_t>& ks) {
     double t = 0;
-    for (size_t r = 0; r < n; ++r) {
-      t += 1;
-      for (int32_t i = 0; i < ks[r]; ++i) t += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
-    }
+    for (size_t r = 0; r < n; ++r) t += 1 + accepted(r, ks[r]);
     return t;
   };
   auto goodput = [&](const std::vector<int32_t>& ks) {
     return expected_tokens(ks) / std::max(step_time(ks), 1e-9);
   };
-  // A draft pass costs the same for one slot as for many, so one position at a time is too myopic to start
-  // from: first the best uniform length (every slot min(L, its cap)), then single positions on top.
+  const double plain = goodput(k);
   int32_t max_cap = 0;
   for (const SlotDemand& d : slots) max_cap = std::max(max_cap, d.n_max);
-  double best = goodput(k);
+  double best = plain;
   for (int32_t len = 1; len <= max_cap; ++len) {
     std::vector<int32_t> u(n);
     for (size_t r = 0; r < n; ++r) u[r] = slots[r].acceptance ? std::min(len, slots[r].n_max) : 0;
@@ -146,6 +239,7 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     }
     best = g;
   }
+  if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
   return k;
 }
 

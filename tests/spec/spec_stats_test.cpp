@@ -47,27 +47,94 @@ TEST(DraftPolicy, ThrottleFollowsTheSeedSemantics) {
   o.max_drafting_slots = 1;
   DraftPolicy p(o);
   std::vector<SlotDemand> one{{3, nullptr}};
-  EXPECT_EQ(p.choose(one, 1), (std::vector<int32_t>{3}));
+  EXPECT_EQ(p.choose(one), (std::vector<int32_t>{3}));
   std::vector<SlotDemand> four(4, SlotDemand{3, nullptr});
-  EXPECT_EQ(p.choose(four, 4), (std::vector<int32_t>(4, 0)));
+  EXPECT_EQ(p.choose(four), (std::vector<int32_t>(4, 0)));
   o.max_drafting_slots = -1;
-  EXPECT_EQ(DraftPolicy(o).choose(four, 4), (std::vector<int32_t>(4, 3)));
+  EXPECT_EQ(DraftPolicy(o).choose(four), (std::vector<int32_t>(4, 3)));
   // A slot's own cap of 0 (speculative: false) is never raised.
   std::vector<SlotDemand> mixed{{0, nullptr}, {2, nullptr}};
-  EXPECT_EQ(DraftPolicy(o).choose(mixed, 2), (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(DraftPolicy(o).choose(mixed), (std::vector<int32_t>{0, 2}));
 }
 
-TEST(StepCostModel, InterpolatesAndExtrapolates) {
+TEST(StepCostModel, FitsALineThroughTheMeasuredSizes) {
   StepCostModel m;
   EXPECT_EQ(m.predict(3), 0.0);
   m.observe(1, 1.0);
   m.observe(5, 2.0);
   EXPECT_DOUBLE_EQ(m.predict(1), 1.0);
   EXPECT_DOUBLE_EQ(m.predict(3), 1.5);
-  EXPECT_GT(m.predict(9), 2.0);
-  m.observe(1, 2.0);  // EMA moves toward the new sample
+  EXPECT_DOUBLE_EQ(m.predict(9), 3.0);  // along the measured slope, 0.25 per row
+  m.observe(1, 2.0);                    // the size's moving average moves toward the new sample
   EXPECT_GT(m.predict(1), 1.0);
   EXPECT_LT(m.predict(1), 2.0);
+}
+
+TEST(StepCostModel, OneMeasuredCountExtendsAtItsAverageRowCost) {
+  StepCostModel m;
+  m.observe(4, 2.0);
+  EXPECT_DOUBLE_EQ(m.slope(), 0.5);
+  EXPECT_DOUBLE_EQ(m.predict(8), 4.0);  // no fixed cost assumed: pessimistic above the measurement
+  EXPECT_DOUBLE_EQ(m.predict(1), 0.5);  // and optimistic below it, so a smaller batch gets tried
+}
+
+// The engine measures the batch sizes it runs: a few small ones early (c1-c4 with drafting), then a large
+// one it never drafted at. Predictions for the unmeasured large batches must follow the curve's slope, not
+// a guess that makes extra rows look cheap.
+TEST(StepCostModel, ConvergesOnALinearCostCurve) {
+  const auto truth = [](int64_t r) { return 0.035 + 0.011 * static_cast<double>(r); };
+  StepCostModel m;
+  uint32_t noise = 1;
+  for (int round = 0; round < 200; ++round) {
+    for (int64_t r : {1, 2, 4, 8, 12, 16}) {
+      noise = noise * 1664525u + 1013904223u;  // +-2% deterministic noise
+      const double e = 1.0 + 0.04 * (static_cast<double>(noise >> 8) / 16777216.0 - 0.5);
+      m.observe(r, truth(r) * e);
+    }
+  }
+  for (int64_t r : {1, 3, 8, 16, 24, 32, 48, 64}) EXPECT_NEAR(m.predict(r), truth(r), 0.03 * truth(r)) << r;
+}
+
+// One batch size measured once during a burst of foreign load (twice its cost) barely moves the line; the
+// sizes measured many times decide it.
+TEST(StepCostModel, OneNoisySizeDoesNotDecide) {
+  const auto truth = [](int64_t r) { return 0.035 + 0.011 * static_cast<double>(r); };
+  StepCostModel m;
+  for (int i = 0; i < 20; ++i)
+    for (int64_t r : {1, 4, 8, 16}) m.observe(r, truth(r));
+  m.observe(12, 2 * truth(12));
+  EXPECT_NEAR(m.predict(12), truth(12), 0.1 * truth(12));
+  EXPECT_NEAR(m.predict(64), truth(64), 0.1 * truth(64));
+  // A size that is measured again and again follows its new cost.
+  for (int i = 0; i < 100; ++i) m.observe(12, 2 * truth(12));
+  EXPECT_GT(m.predict(12), 1.2 * truth(12));
+}
+
+TEST(DraftPolicy, PromptRowsDoNotFeedTheDecodeTable) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int r = 1; r <= 16; ++r) p.observe_trunk(r, 0, 0, 0.035 + 0.011 * r);
+  // A prompt step: 4 decode rows and 200 prompt rows at 0.005 s each.
+  for (int i = 0; i < 50; ++i) p.observe_trunk(4, 0, 200, 0.035 + 0.011 * 4 + 200 * 0.005);
+  EXPECT_NEAR(p.predict_trunk(64), 0.035 + 0.011 * 64, 1e-9);  // the prompt step did not bend the table
+}
+
+// A slot that drafted 3 tokens a round for a long time, with conditional acceptance `rate` at every position
+// (each position's hits evenly spread over its trials).
+AcceptanceTracker tracker_at(double rate) {
+  AcceptanceTracker t;
+  int64_t trials[3] = {0, 0, 0};
+  for (int round = 0; round < 2000; ++round) {
+    int accepted = 0;
+    for (int j = 0; j < 3; ++j) {
+      const int64_t n = trials[j]++;
+      if (static_cast<int64_t>((n + 1) * rate) == static_cast<int64_t>(n * rate)) break;
+      ++accepted;
+    }
+    t.observe(3, accepted);
+  }
+  return t;
 }
 
 // Auto: drafts when extra rows are nearly free and acceptance is high; not when each extra row costs a
@@ -82,20 +149,151 @@ TEST(DraftPolicy, AutoMaximisesExpectedThroughput) {
   }
   {
     DraftPolicy cheap(o);  // memory-bound: rows nearly free, drafting cheap
-    for (int r = 1; r <= 16; ++r) cheap.observe_trunk(r, 1.0 + 0.05 * (r - 1));
+    for (int r = 1; r <= 16; ++r) cheap.observe_trunk(r, 0, 0, 1.0 + 0.05 * (r - 1));
     for (int r = 1; r <= 16; ++r) cheap.observe_draft(r, 0.05);
     std::vector<SlotDemand> s{{3, &good}};
-    EXPECT_EQ(cheap.choose(s, 1), (std::vector<int32_t>{3}));
+    EXPECT_EQ(cheap.choose(s), (std::vector<int32_t>{3}));
     std::vector<SlotDemand> b{{3, &bad}};
-    EXPECT_EQ(cheap.choose(b, 1), (std::vector<int32_t>{0}));
+    EXPECT_EQ(cheap.choose(b), (std::vector<int32_t>{0}));
   }
   {
     DraftPolicy dear(o);  // compute-bound: every row costs as much as a step
-    for (int r = 1; r <= 64; ++r) dear.observe_trunk(r, 1.0 * r);
+    for (int r = 1; r <= 64; ++r) dear.observe_trunk(r, 0, 0, 1.0 * r);
     for (int r = 1; r <= 16; ++r) dear.observe_draft(r, 0.3);
     std::vector<SlotDemand> s(16, SlotDemand{3, &good});
-    EXPECT_EQ(dear.choose(s, 16), (std::vector<int32_t>(16, 0)));
+    EXPECT_EQ(dear.choose(s), (std::vector<int32_t>(16, 0)));
   }
+}
+
+// This engine's shape (8-layer 35B-A3B widths on 2 cores): a step costs a fixed part plus the marginal cost
+// of a decode row for every row, verify rows included, and a draft pass is cheap. With acceptance 0.85 per
+// position a lone request drafts its full length; sixteen generating slots decode plainly. The table holds
+// only what the engine ran: small drafted batches and the 16-slot batch without drafts.
+TEST(DraftPolicy, AutoDraftsAloneAndNotInASaturatedBatch) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  const auto trunk = [](int64_t r) { return 0.035 + 0.011 * static_cast<double>(r); };
+  for (int64_t r : {1, 2, 3, 4, 6, 8, 12, 16}) p.observe_trunk(r, 0, 0, trunk(r));
+  for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.003 + 0.001 * static_cast<double>(r));
+  const AcceptanceTracker a = tracker_at(0.85);
+  ASSERT_NEAR(a.p_reach(0), 0.85, 0.05);
+  ASSERT_NEAR(a.p_reach(2), 0.85 * 0.85 * 0.85, 0.1);
+  const std::vector<SlotDemand> one{{3, &a, 2}};
+  EXPECT_GT(p.choose(one)[0], 0);
+  const std::vector<SlotDemand> two(2, SlotDemand{3, &a, 2});
+  for (int32_t k : p.choose(two)) EXPECT_GT(k, 0);
+  const std::vector<SlotDemand> sixteen(16, SlotDemand{3, &a, 2});
+  EXPECT_EQ(p.choose(sixteen), (std::vector<int32_t>(16, 0)));
+  const std::vector<SlotDemand> eight(8, SlotDemand{3, &a, 2});
+  EXPECT_EQ(p.choose(eight), (std::vector<int32_t>(8, 0)));
+}
+
+// Verify rows are priced from steps that had verify rows: here a batch of a few sequences' verify rows costs
+// 40% more per row than decode rows of as many sequences (as measured on 2 cores at small batches). Four
+// slots then decode plainly (priced as decode rows, drafting 3 each would look 18% better); one slot drafts.
+TEST(DraftPolicy, VerifyRowsArePricedFromVerifySteps) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int64_t n : {1, 2, 4, 8, 16}) p.observe_trunk(n, 0, 0, 0.02 + 0.006 * static_cast<double>(n));
+  for (int64_t n : {1, 2, 4}) p.observe_trunk(n, 3 * n, 0, 0.02 + 0.0085 * static_cast<double>(4 * n));
+  for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.004);
+  EXPECT_NEAR(p.predict_trunk(4), 0.02 + 0.006 * 4, 1e-9);
+  EXPECT_NEAR(p.predict_trunk(4, 12), 0.02 + 0.0085 * 16, 1e-9);
+  const AcceptanceTracker a = tracker_at(0.9);
+  EXPECT_EQ(p.choose(std::vector<SlotDemand>(4, SlotDemand{3, &a})), (std::vector<int32_t>(4, 0)));
+  EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &a}})[0], 0);
+}
+
+// A plain batch size never measured is measured once with a plain step before drafting is priced against
+// it; until a line has two sizes it runs through its one along the other line's slope.
+TEST(DraftPolicy, MeasuresAPlainBatchSizeOnceAndBorrowsASlope) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  p.observe_trunk(1, 0, 0, 0.022);
+  for (int64_t n : {1, 2, 4}) p.observe_trunk(n, 3 * n, 0, 0.016 + 0.0075 * static_cast<double>(4 * n));
+  for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.003);
+  EXPECT_NEAR(p.predict_trunk(4), 0.022 + 3 * 0.0075, 1e-9);
+  const AcceptanceTracker a = tracker_at(0.9);
+  const std::vector<SlotDemand> two(2, SlotDemand{3, &a});
+  EXPECT_EQ(p.choose(two), (std::vector<int32_t>(2, 0)));  // two slots plain: never measured
+  EXPECT_GT(p.choose(two, 5)[0], 0);                       // (not in a step with prompt rows)
+  p.observe_trunk(2, 0, 0, 0.030);
+  EXPECT_NEAR(p.predict_trunk(4), 0.022 + 3 * 0.008, 1e-9);  // its own line now
+  for (int32_t k : p.choose(two)) EXPECT_GT(k, 0);
+}
+
+// A slot whose drafts keep being rejected stops drafting, even where verify rows and draft passes are cheap.
+TEST(DraftPolicy, AutoStopsDraftingWhenDraftsAreRejected) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int64_t r = 1; r <= 8; ++r) {
+    p.observe_trunk(r, 0, 0, 0.02 + 0.002 * static_cast<double>(r));
+    if (r > 1) p.observe_trunk(1, r - 1, 0, 0.02 + 0.002 * static_cast<double>(r));
+    p.observe_draft(r, 0.0005);
+  }
+  AcceptanceTracker slot;
+  const std::vector<SlotDemand> one{{3, &slot}};
+  EXPECT_EQ(p.choose(one), (std::vector<int32_t>{3}));  // the prior: worth trying
+  for (int i = 0; i < 40; ++i) slot.observe(3, 0);
+  EXPECT_EQ(p.choose(one), (std::vector<int32_t>{0}));
+}
+
+// A gain within the model's error is not worth a draft: with these costs every draft length promises 3-5%
+// more than plain decoding, so auto decodes plainly; with cheaper rows the same slot drafts.
+TEST(DraftPolicy, AutoIgnoresGainsWithinTheMargin) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  AcceptanceTracker sure;
+  for (int i = 0; i < 200; ++i) sure.observe(3, 3);
+  const std::vector<SlotDemand> one{{3, &sure}};
+  DraftPolicy dear(o);
+  for (int64_t r = 1; r <= 4; ++r) dear.observe_trunk(r, 0, 0, 1.0 + 16.0 * static_cast<double>(r));
+  dear.observe_draft(1, 1e-6);
+  EXPECT_EQ(dear.choose(one), (std::vector<int32_t>{0}));
+  DraftPolicy cheap(o);
+  for (int64_t r = 1; r <= 4; ++r) cheap.observe_trunk(r, 0, 0, 1.0 + 1.0 * static_cast<double>(r));
+  cheap.observe_draft(1, 1e-6);
+  EXPECT_EQ(cheap.choose(one), (std::vector<int32_t>{3}));
+}
+
+// Catch-up rows ride in the first draft pass. The steady-state ones (last round's accepted drafts) count
+// against drafting; a long backlog (a stretch without drafting) is paid once and does not keep a slot from
+// ever drafting again.
+TEST(DraftPolicy, AutoCountsSteadyCatchUpRowsOnly) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  const AcceptanceTracker a = tracker_at(0.85);
+  DraftPolicy p(o);
+  for (int64_t r = 1; r <= 8; ++r) p.observe_trunk(r, 0, 0, 0.035 + 0.011 * static_cast<double>(r));
+  for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.003 + 0.004 * static_cast<double>(r));
+  EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &a, 0}})[0], 0);
+  EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &a, 60}})[0], 0);
+  // Draft rows dear enough that a round's catch-up rows tip the balance: k = 1 pays without them only.
+  DraftPolicy dear(o);
+  for (int64_t r = 1; r <= 8; ++r) dear.observe_trunk(r, 0, 0, 1.0 + 1.0 * static_cast<double>(r));
+  for (int64_t r = 1; r <= 8; ++r) dear.observe_draft(r, 0.55 * static_cast<double>(r));
+  AcceptanceTracker sure;
+  for (int i = 0; i < 200; ++i) sure.observe(1, 1);
+  EXPECT_EQ(dear.choose(std::vector<SlotDemand>{{1, &sure, 0}}), (std::vector<int32_t>{1}));
+  EXPECT_EQ(dear.choose(std::vector<SlotDemand>{{1, &sure, 5}}), (std::vector<int32_t>{0}));
+}
+
+// The engine-wide acceptance is where a new request's estimate starts and where an idle slot's drifts: a
+// slot that stopped drafting after a bad stretch comes back toward what other requests see.
+TEST(AcceptanceTracker, IdleSlotsDriftTowardTheEngineWideRates) {
+  PolicyOptions o;
+  DraftPolicy p(o);
+  for (int i = 0; i < 200; ++i) p.observe_round(3, 3);
+  EXPECT_GT(p.acceptance().p_reach(2), 0.99);
+  AcceptanceTracker slot;
+  for (int i = 0; i < 200; ++i) slot.observe(3, 0);
+  EXPECT_LT(slot.p_reach(0), 0.01);
+  for (int i = 0; i < 300; ++i) slot.idle_step(p.acceptance());
+  EXPECT_GT(slot.p_reach(0), 0.9);
 }
 
 }  // namespace

@@ -37,6 +37,13 @@ struct DraftTask {
   std::vector<int32_t> draft;  // out: 0..n_max tokens for positions pos+1, pos+2, ...
 };
 
+// One forward pass of a draft() call, for the policy's cost model: its rows (one per sequence still drafting,
+// plus, in the first pass, the catch-up rows that ride with it) and its wall time.
+struct DraftPass {
+  int64_t rows = 0;
+  double seconds = 0;
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -52,6 +59,14 @@ class Drafter {
                          std::span<const float> hidden) = 0;
   // Fills task.draft for every task. Fails only on an engine error (the sequence's state is then unusable).
   virtual Status draft(std::span<DraftTask> tasks) = 0;
+
+  // The passes of the last draft() call; empty for a drafter without passes of its own.
+  virtual std::span<const DraftPass> last_passes() const { return {}; }
+  // Rows the drafter will run for `seq` before its next draft row (deferred catch-up); 0 when it keeps none.
+  virtual int64_t pending_rows(int32_t seq) const {
+    (void)seq;
+    return 0;
+  }
 };
 
 }  // namespace mtp::spec

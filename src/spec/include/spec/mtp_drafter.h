@@ -38,9 +38,8 @@ class MtpDrafter final : public Drafter {
   // row (tests compare it with plain decoding).
   Status sync(int32_t seq);
   // Catch-up rows waiting for the next pass.
-  int64_t pending_rows(int32_t seq) const;
-  // Seconds spent in draft passes (for the policy's cost model), reset by the caller.
-  double last_pass_seconds() const { return last_pass_s_; }
+  int64_t pending_rows(int32_t seq) const override;
+  std::span<const DraftPass> last_passes() const override { return passes_; }
 
  private:
   MtpDrafter(const Model& model, Memory& memory, ThreadPool& pool, DraftVocab* vocab);
@@ -72,7 +71,7 @@ class MtpDrafter final : public Drafter {
   Batch batch_;
   Outputs out_;
   std::vector<float> sub_h_, sub_logits_;  // subset head: hiddens in, logits out
-  double last_pass_s_ = 0;
+  std::vector<DraftPass> passes_;          // of the last draft() call
 };
 
 // A drafter for tests: proposes tokens from a per-sequence script (script[p] = the token to propose for

@@ -4,8 +4,8 @@
 //  * --spec-max-drafting-slots N (the seed's LLAMA_SPEC_MAX_DRAFTING_SLOTS): a slot drafts only while at most
 //    N slots are generating; otherwise nobody drafts this step.
 //  * auto: choose each slot's draft length k (0 allowed) to maximise expected tokens per second, from the
-//    step time measured online as a function of the trunk rows in the batch (plus the draft passes) and each
-//    slot's recent acceptance per draft position. Details in policy.cpp.
+//    step time measured online (trunk decode, verify and prompt rows, MTP draft passes) and each slot's
+//    recent acceptance per draft position. Details in policy.cpp.
 #pragma once
 
 #include <cstdint>
@@ -21,30 +21,47 @@ struct PolicyOptions {
   int32_t max_drafting_slots = -1;  // < 0: no limit
 };
 
-// Step time as a function of rows, learned online: an exponential moving average per row count, with linear
-// interpolation between measured counts and a cost of 1 row per extra row beyond them (a pessimistic prior
-// until measured).
+// Seconds of a pass as a function of its row count, learned online: a moving average per measured count,
+// summarised by a least-squares line a + b * rows (policy.cpp says why a line).
 class StepCostModel {
  public:
   void observe(int64_t rows, double seconds);
-  double predict(int64_t rows) const;  // seconds; 0 before any observation
-  bool has_data() const { return !ema_.empty(); }
+  double predict(double rows) const;  // seconds; 0 before any observation
+  bool has_data() const { return sizes_ > 0; }
+  int64_t sizes() const { return sizes_; }  // distinct row counts measured
+  bool measured(int64_t rows) const {
+    return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) && cells_[static_cast<size_t>(rows)].n > 0;
+  }
+  double intercept() const { return a_; }  // seconds
+  double slope() const { return b_; }      // seconds per row
+  // With a single measured size: through it along `slope` (another line's) rather than its own average cost
+  // per row.
+  double predict_along(double rows, double slope) const;
 
  private:
-  std::vector<double> ema_;  // index: rows; < 0 = unmeasured
+  void fit();
+  struct Cell {
+    double ema = 0;
+    int64_t n = 0;  // samples
+  };
+  std::vector<Cell> cells_;       // index: rows
+  int64_t sizes_ = 0, only_ = 0;  // only_: the measured size while there is one
+  double a_ = 0, b_ = 0;
 };
 
-// A slot's recent acceptance per draft position, as exponential moving averages of the conditional rate
-// "position i accepted given position i-1 was"; starts optimistic so a new slot gets to try.
+// Recent acceptance per draft position (a slot's, or the whole engine's), as exponential moving averages of
+// the conditional rate "position i accepted given position i-1 was".
 class AcceptanceTracker {
  public:
   void observe(int64_t n_drafted, int64_t n_accepted);
+  // The conditional rate at position i (0-based); the prior for positions without data.
+  double rate(int32_t i) const;
   // Probability that draft position i (0-based) is accepted, i.e. the product of the first i+1 conditional
   // rates.
   double p_reach(int32_t i) const;
-  // A step in which the slot did not draft: the rates drift back toward the prior, so a slot that stopped
-  // drafting after a bad stretch gets to try again later.
-  void idle_step();
+  // A step in which the slot did not draft: its rates drift toward `typical` (the engine-wide ones), so a
+  // slot that stopped drafting after a bad stretch gets to try again later.
+  void idle_step(const AcceptanceTracker& typical);
   void reset() { cond_.clear(); }
 
  private:
@@ -54,26 +71,47 @@ class AcceptanceTracker {
 struct SlotDemand {
   int32_t n_max = 0;  // the slot's own cap (0: it does not draft)
   const AcceptanceTracker* acceptance = nullptr;
+  // Rows the drafter must run through the MTP block before this slot's first draft row (its deferred
+  // catch-up: the rows kept since it last drafted); they ride in the first draft pass.
+  int64_t catch_up_rows = 0;
 };
 
 class DraftPolicy {
  public:
   explicit DraftPolicy(const PolicyOptions& options) : opt_(options) {}
 
-  // Draft length per generating slot. `base_rows` = trunk rows the step has anyway (one per generating
-  // slot plus prompt chunks).
-  std::vector<int32_t> choose(std::span<const SlotDemand> slots, int64_t base_rows) const;
+  // Draft length per generating slot (one entry of `slots` each; every generating slot has one decode row).
+  // `prompt_rows` = prompt-chunk rows the step's trunk batch has as well: they cost the same whatever is
+  // drafted, so they do not enter the comparison, but a plain step with them does not measure plain decoding.
+  std::vector<int32_t> choose(std::span<const SlotDemand> slots, int64_t prompt_rows = 0) const;
 
-  // Timing feedback from the engine: a trunk forward over `rows` rows, and one draft pass over `rows` rows.
-  void observe_trunk(int64_t rows, double seconds) { trunk_.observe(rows, seconds); }
+  // Timing feedback from the engine: a trunk forward of `rows` decode rows (one per generating slot),
+  // `verify_rows` draft rows being verified and `prompt_rows` prompt rows; one MTP draft pass of `rows`
+  // rows (draft rows and catch-up rows together).
+  void observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds);
   void observe_draft(int64_t rows, double seconds) { draft_.observe(rows, seconds); }
-  const StepCostModel& trunk_cost() const { return trunk_; }
+  // A verification round of any slot: the engine-wide acceptance, where a new request's estimate starts.
+  void observe_round(int64_t n_drafted, int64_t n_accepted) { acceptance_.observe(n_drafted, n_accepted); }
+  // A step in which no slot drafted: the engine-wide rates drift toward the prior, so that after a bad
+  // stretch (every slot stopped drafting, no rounds to learn from) requests get to try again.
+  void idle_step() { acceptance_.idle_step(AcceptanceTracker{}); }
+  const AcceptanceTracker& acceptance() const { return acceptance_; }
+
+  // Predicted seconds of a trunk forward of decode rows and verify rows (no prompt rows).
+  double predict_trunk(int64_t rows, int64_t verify_rows = 0) const;
   const StepCostModel& draft_cost() const { return draft_; }
   const PolicyOptions& options() const { return opt_; }
 
  private:
   PolicyOptions opt_;
-  StepCostModel trunk_, draft_;
+  // Seconds of a trunk forward of `rows` rows without prompt rows, plain or with verify rows: from that
+  // kind's line, helped by the other kind's while it has fewer than two sizes.
+  double trunk_line(bool verify, double rows) const;
+  bool has_trunk_data() const { return plain_.has_data() || verify_.has_data(); }
+
+  StepCostModel plain_, verify_;  // trunk steps without prompt rows: decode rows only, or with verify rows
+  StepCostModel draft_;
+  AcceptanceTracker acceptance_;  // every slot's rounds
 };
 
 }  // namespace mtp::spec

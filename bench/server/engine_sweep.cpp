@@ -1,0 +1,278 @@
+// server_sweep without the server: the same closed loop (c clients, each sending its next greedy ignore_eos
+// request as soon as the previous one finished, `rounds` requests per client) driven straight into one
+// Engine per profile. The profiles' engines run in lockstep, one step of each in turn, and each is timed by
+// its own steps only: on a shared machine a burst of foreign load then hits every profile alike instead of
+// whichever happened to run at the time. Per profile and concurrency it prints tokens/s (generated tokens
+// over the engine's own step time) and, per number of generating slots, the steps, their mean time and the
+// mean draft length the policy chose.
+//
+//   engine_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2] [--levels 1,2,4,8,16]
+//                [--profiles off,on,slots1,auto] [--draft-max 3] [--draft-vocab N] [--trace]
+//
+// --trace prints one line per engine step (profile, generating slots, trunk and prompt rows, drafting
+// slots, drafted, accepted, step and draft milliseconds) to stderr.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../bench_util.h"
+#include "base/thread_pool.h"
+#include "base/timer.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace mtp;
+
+namespace {
+
+struct Options {
+  std::string model;
+  int n_slots = 16;
+  int64_t n_ctx = 8192;
+  int threads = 0;
+  int max_tokens = 64;
+  int rounds = 2;
+  int draft_max = 3;
+  int64_t draft_vocab = 0;
+  bool trace = false;
+  std::vector<int64_t> levels = {1, 2, 4, 8, 16};
+  std::vector<std::string> profiles = {"off", "on", "slots1", "auto"};
+};
+
+struct ByGenerating {
+  int64_t steps = 0, drafted = 0;
+  double seconds = 0;
+};
+
+// One profile's closed loop at one concurrency, advanced a step at a time.
+class Level {
+ public:
+  Level(Engine& engine, const Tokenizer& tok, int concurrency, const Options& o)
+      : engine_(engine),
+        tok_(tok),
+        o_(o),
+        left_(static_cast<size_t>(concurrency), std::max(1, o.rounds)),
+        active_(static_cast<size_t>(concurrency), 0) {}
+
+  bool done() const { return done_; }
+  double tok_s() const { return seconds_ > 0 ? static_cast<double>(tokens_) / seconds_ : 0.0; }
+  double acceptance() const {
+    return drafted_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(drafted_) : -1.0;
+  }
+  const std::map<int32_t, ByGenerating>& by_generating() const { return by_gen_; }
+
+  Status step(const char* profile) {
+    Timer timer;
+    for (size_t c = 0; c < active_.size(); ++c) {
+      if (active_[c] != 0 || left_[c] == 0) continue;
+      RequestOptions ro;
+      ro.sampling.temperature = 0;
+      ro.max_tokens = o_.max_tokens;
+      ro.ignore_eos = true;
+      const std::string prompt = "Request " + std::to_string(next_++) + " of the sweep: the model";
+      MTP_ASSIGN_OR_RETURN(active_[c], engine_.submit(tok_.encode(prompt), ro));
+      --left_[c];
+    }
+    if (engine_.idle()) {
+      done_ = true;
+      return Status::Ok();
+    }
+    events_.clear();
+    StepInfo info;
+    MTP_RETURN_IF_ERROR(engine_.step(events_, &info));
+    seconds_ += timer.seconds();
+    if (o_.trace)
+      std::fprintf(stderr,
+                   "%-6s gen %2d rows %3lld prompt %3lld drafting %2d drafted %3lld accepted %3lld %7.1f ms"
+                   " (draft %5.1f ms)\n",
+                   profile, info.generating, static_cast<long long>(info.trunk_rows),
+                   static_cast<long long>(info.prompt_rows), info.drafting,
+                   static_cast<long long>(info.drafted), static_cast<long long>(info.accepted),
+                   info.seconds * 1e3, info.draft_seconds * 1e3);
+    ByGenerating& g = by_gen_[info.generating];
+    ++g.steps;
+    g.drafted += info.drafted;
+    g.seconds += info.seconds;
+    drafted_ += info.drafted;
+    accepted_ += info.accepted;
+    for (const SlotEvent& e : events_) {
+      tokens_ += static_cast<int64_t>(e.tokens.size());
+      if (e.finish == FinishReason::kError) return Status(StatusCode::kInternal, e.error);
+      if (e.finish != FinishReason::kNone)
+        for (uint64_t& a : active_)
+          if (a == e.request_id) a = 0;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Engine& engine_;
+  const Tokenizer& tok_;
+  const Options& o_;
+  std::vector<int> left_;
+  std::vector<uint64_t> active_;
+  std::vector<SlotEvent> events_;
+  int next_ = 0;
+  bool done_ = false;
+  int64_t tokens_ = 0, drafted_ = 0, accepted_ = 0;
+  double seconds_ = 0;
+  std::map<int32_t, ByGenerating> by_gen_;
+};
+
+// Runs one Level per engine in lockstep until all are done.
+Expected<std::vector<Level>> run_levels(const std::vector<std::unique_ptr<Engine>>& engines,
+                                        const std::vector<std::string>& names, const Tokenizer& tok,
+                                        int concurrency, const Options& o) {
+  std::vector<Level> levels;
+  for (const auto& e : engines) levels.emplace_back(*e, tok, concurrency, o);
+  // Each round starts with the next engine, so none is always the one right after another's step.
+  for (size_t round = 0, busy = 1; busy; ++round) {
+    busy = 0;
+    for (size_t j = 0; j < levels.size(); ++j) {
+      const size_t i = (round + j) % levels.size();
+      if (levels[i].done()) continue;
+      MTP_RETURN_IF_ERROR(levels[i].step(names[i].c_str()));
+      busy = 1;
+    }
+  }
+  return levels;
+}
+
+EngineOptions engine_options(const Options& o, const std::string& profile, const Model& model,
+                             const Tokenizer& tok) {
+  EngineOptions eo;
+  eo.n_ctx = o.n_ctx;
+  eo.n_slots = o.n_slots;
+  eo.end_tokens = default_end_tokens(model.vocab());
+  eo.n_sample = tok.n_tokens();
+  if (profile == "off") return eo;
+  eo.spec = SpecType::kMtp;
+  eo.draft.n_max = o.draft_max;
+  eo.draft_vocab = o.draft_vocab;
+  if (profile == "slots1") eo.policy.max_drafting_slots = 1;
+  if (profile == "auto") eo.policy.kind = spec::PolicyKind::kAuto;
+  if (profile != "on" && profile != "slots1" && profile != "auto") {
+    std::fprintf(stderr, "engine_sweep: unknown profile '%s' (off, on, slots1, auto)\n", profile.c_str());
+    std::exit(2);
+  }
+  return eo;
+}
+
+Status run(const Options& o) {
+  ThreadPool pool(o.threads);
+  MTP_ASSIGN_OR_RETURN(Model model, Model::load(o.model));
+  MTP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::create(model.vocab()));
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (const std::string& p : o.profiles) {
+    MTP_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                         Engine::create(model, engine_options(o, p, model, tok), pool));
+    engines.push_back(std::move(engine));
+  }
+  Options warm = o;
+  warm.rounds = 1;
+  warm.trace = false;
+  MTP_RETURN_IF_ERROR(run_levels(engines, o.profiles, tok, 1, warm).status());  // first touch, first costs
+  std::map<std::string, std::vector<double>> tok_s;
+  for (int64_t c : o.levels) {
+    MTP_ASSIGN_OR_RETURN(std::vector<Level> levels,
+                         run_levels(engines, o.profiles, tok, static_cast<int>(c), o));
+    for (size_t i = 0; i < levels.size(); ++i) {
+      const Level& l = levels[i];
+      std::fprintf(stderr, "c%-2lld %-6s %7.2f tok/s, acceptance %5.3f; by generating slots (steps, ms, k):",
+                   static_cast<long long>(c), o.profiles[i].c_str(), l.tok_s(), l.acceptance());
+      for (const auto& [gen, g] : l.by_generating())
+        std::fprintf(stderr, " %d:(%lld, %.0f, %.2f)", gen, static_cast<long long>(g.steps),
+                     1e3 * g.seconds / static_cast<double>(g.steps),
+                     gen > 0 ? static_cast<double>(g.drafted) / static_cast<double>(g.steps * gen) : 0.0);
+      std::fprintf(stderr, "\n");
+      tok_s[o.profiles[i]].push_back(l.tok_s());
+      if (o.profiles[i] != "auto") continue;
+      // What the auto policy has learned so far: predicted trunk and draft-pass milliseconds by rows.
+      const spec::DraftPolicy& p = engines[i]->policy();
+      std::fprintf(stderr, "    auto's model, ms by rows: plain");
+      for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
+        std::fprintf(stderr, " %lld:%.0f", static_cast<long long>(r), 1e3 * p.predict_trunk(r));
+      std::fprintf(stderr, "; verify (1 + 3 rows per slot)");
+      for (int64_t r : {1, 2, 4, 8, 16})
+        std::fprintf(stderr, " %lld:%.0f", static_cast<long long>(4 * r), 1e3 * p.predict_trunk(r, 3 * r));
+      std::fprintf(stderr, "; draft pass");
+      for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
+        std::fprintf(stderr, " %lld:%.1f", static_cast<long long>(r), 1e3 * p.draft_cost().predict(r));
+      std::fprintf(stderr, "\n");
+    }
+  }
+  std::printf("\n| profile |");
+  for (int64_t c : o.levels) std::printf(" c%lld |", static_cast<long long>(c));
+  std::printf(" vs off |\n|---|");
+  for (size_t i = 0; i <= o.levels.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (const std::string& p : o.profiles) {
+    std::printf("| %s |", p.c_str());
+    for (double t : tok_s[p]) std::printf(" %.2f |", t);
+    if (tok_s.count("off"))
+      for (size_t i = 0; i < o.levels.size(); ++i)
+        std::printf(" %+.1f%%", 100.0 * (tok_s[p][i] / tok_s["off"][i] - 1.0));
+    std::printf(" |\n");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    auto value = [&]() { return std::string(argv[++i]); };
+    if (a == "-m" && has_value) {
+      o.model = value();
+    } else if (a == "-np" && has_value) {
+      o.n_slots = std::stoi(value());
+    } else if (a == "-c" && has_value) {
+      o.n_ctx = std::stoll(value());
+    } else if (a == "-t" && has_value) {
+      o.threads = std::stoi(value());
+    } else if (a == "--max-tokens" && has_value) {
+      o.max_tokens = std::stoi(value());
+    } else if (a == "--rounds" && has_value) {
+      o.rounds = std::stoi(value());
+    } else if (a == "--draft-max" && has_value) {
+      o.draft_max = std::stoi(value());
+    } else if (a == "--draft-vocab" && has_value) {
+      o.draft_vocab = std::stoll(value());
+    } else if (a == "--levels" && has_value) {
+      o.levels = bench::parse_list(argv[++i]);
+    } else if (a == "--profiles" && has_value) {
+      o.profiles.clear();
+      const std::string list = value();
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        if (end > at) o.profiles.push_back(list.substr(at, end - at));
+        at = end + 1;
+      }
+    } else if (a == "--trace") {
+      o.trace = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: engine_sweep -m MODEL [-np N] [-c N] [-t N] [--max-tokens N] [--rounds N] "
+                   "[--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max N] [--draft-vocab N] "
+                   "[--trace]\n");
+      return 2;
+    }
+  }
+  if (o.model.empty()) {
+    std::fprintf(stderr, "engine_sweep: -m MODEL is required\n");
+    return 2;
+  }
+  const Status s = run(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "engine_sweep: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
