@@ -45,8 +45,14 @@ constexpr double kAcceptEmaWeight = 0.1;  // weight of a new acceptance sample
 constexpr double kAcceptPrior = 0.8;      // conditional acceptance assumed before any data
 constexpr double kAcceptDecay = 0.01;  // per idle step, drift toward the engine-wide rates (a slot retries)
 constexpr double kMinGain = 0.05;      // a drafting plan must promise this much more than plain decoding
+constexpr int64_t kTrustSamples = 3;   // samples after which a size's own average replaces the line
 
 }  // namespace
+
+bool StepCostModel::trusted(int64_t rows) const {
+  return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) &&
+         cells_[static_cast<size_t>(rows)].n >= kTrustSamples;
+}
 
 void StepCostModel::observe(int64_t rows, double seconds) {
   if (rows <= 0 || seconds <= 0) return;
@@ -97,6 +103,11 @@ void StepCostModel::fit() {
 
 double StepCostModel::predict(double rows) const {
   if (rows <= 0 || !has_data()) return 0.0;
+  // A size measured often enough is its own best estimate: expert sharing bends the cost curve (the first
+  // extra rows bring experts of their own, later ones increasingly share them), which a straight line fitted
+  // over all sizes misses by tens of percent at the ends.
+  const int64_t r = static_cast<int64_t>(rows);
+  if (static_cast<double>(r) == rows && trusted(r)) return cells_[static_cast<size_t>(r)].ema;
   return a_ + b_ * rows;
 }
 
@@ -240,6 +251,9 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     best = g;
   }
   if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
+  // Before drafting at a batch size, its plain step is measured until its own average prices it (plain
+  // steps cost nothing against MTP off; a line-priced plain step can be off by tens of percent).
+  if (prompt_rows == 0 && n > 1 && !plain_.trusted(static_cast<int64_t>(n))) std::fill(k.begin(), k.end(), 0);
   return k;
 }
 

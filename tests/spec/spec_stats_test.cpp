@@ -174,7 +174,8 @@ TEST(DraftPolicy, AutoDraftsAloneAndNotInASaturatedBatch) {
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
   const auto trunk = [](int64_t r) { return 0.035 + 0.011 * static_cast<double>(r); };
-  for (int64_t r : {1, 2, 3, 4, 6, 8, 12, 16}) p.observe_trunk(r, 0, 0, trunk(r));
+  for (int rep = 0; rep < 3; ++rep)  // plain steps measured often enough to price themselves
+    for (int64_t r : {1, 2, 3, 4, 6, 8, 12, 16}) p.observe_trunk(r, 0, 0, trunk(r));
   for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.003 + 0.001 * static_cast<double>(r));
   const AcceptanceTracker a = tracker_at(0.85);
   ASSERT_NEAR(a.p_reach(0), 0.85, 0.05);
@@ -187,6 +188,28 @@ TEST(DraftPolicy, AutoDraftsAloneAndNotInASaturatedBatch) {
   EXPECT_EQ(p.choose(sixteen), (std::vector<int32_t>(16, 0)));
   const std::vector<SlotDemand> eight(8, SlotDemand{3, &a, 2});
   EXPECT_EQ(p.choose(eight), (std::vector<int32_t>(8, 0)));
+}
+
+// Measured on the 8-layer 35B-A3B-width model, 2 threads: plain steps bend (later rows share experts) and a
+// saturated batch's verify step costs 4x its plain step. Sizes measured a few times are priced by their own
+// averages, not by a line through all sizes, so 16 slots decode plainly while one slot drafts.
+TEST(DraftPolicy, MeasuredSizesPriceThemselves) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int rep = 0; rep < 3; ++rep) {
+    p.observe_trunk(1, 0, 0, 0.022);
+    p.observe_trunk(2, 0, 0, 0.031);
+    p.observe_trunk(16, 0, 0, 0.111);
+    p.observe_trunk(1, 3, 0, 0.045);
+    p.observe_trunk(16, 48, 0, 0.448);
+  }
+  for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.0025 + 0.0006 * static_cast<double>(r));
+  EXPECT_NEAR(p.predict_trunk(16), 0.111, 1e-9);
+  EXPECT_NEAR(p.predict_trunk(16, 48), 0.448, 1e-9);
+  const AcceptanceTracker a = tracker_at(0.88);
+  EXPECT_EQ(p.choose(std::vector<SlotDemand>(16, SlotDemand{3, &a})), (std::vector<int32_t>(16, 0)));
+  EXPECT_GT(p.choose(std::vector<SlotDemand>(1, SlotDemand{3, &a}))[0], 0);
 }
 
 // Verify rows are priced from steps that had verify rows: here a batch of a few sequences' verify rows costs
@@ -208,7 +231,7 @@ TEST(DraftPolicy, VerifyRowsArePricedFromVerifySteps) {
 
 // A plain batch size never measured is measured once with a plain step before drafting is priced against
 // it; until a line has two sizes it runs through its one along the other line's slope.
-TEST(DraftPolicy, MeasuresAPlainBatchSizeOnceAndBorrowsASlope) {
+TEST(DraftPolicy, MeasuresAPlainBatchSizeBeforeDraftingAndBorrowsASlope) {
   PolicyOptions o;
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
@@ -222,6 +245,10 @@ TEST(DraftPolicy, MeasuresAPlainBatchSizeOnceAndBorrowsASlope) {
   EXPECT_GT(p.choose(two, 5)[0], 0);                       // (not in a step with prompt rows)
   p.observe_trunk(2, 0, 0, 0.030);
   EXPECT_NEAR(p.predict_trunk(4), 0.022 + 3 * 0.008, 1e-9);  // its own line now
+  EXPECT_EQ(p.choose(two), (std::vector<int32_t>(2, 0)));    // measured once: not yet its own price
+  p.observe_trunk(2, 0, 0, 0.030);
+  p.observe_trunk(2, 0, 0, 0.030);
+  EXPECT_NEAR(p.predict_trunk(2), 0.030, 1e-9);  // three samples: its own average
   for (int32_t k : p.choose(two)) EXPECT_GT(k, 0);
 }
 

@@ -22,7 +22,8 @@ struct PolicyOptions {
 };
 
 // Seconds of a pass as a function of its row count, learned online: a moving average per measured count,
-// summarised by a least-squares line a + b * rows (policy.cpp says why a line).
+// summarised by a least-squares line a + b * rows (policy.cpp says why a line) that prices the counts not
+// yet measured a few times; a count measured that often is priced by its own average.
 class StepCostModel {
  public:
   void observe(int64_t rows, double seconds);
@@ -32,6 +33,8 @@ class StepCostModel {
   bool measured(int64_t rows) const {
     return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) && cells_[static_cast<size_t>(rows)].n > 0;
   }
+  // Measured often enough (3 samples) that predict(rows) is its own moving average.
+  bool trusted(int64_t rows) const;
   double intercept() const { return a_; }  // seconds
   double slope() const { return b_; }      // seconds per row
   // With a single measured size: through it along `slope` (another line's) rather than its own average cost
