@@ -59,7 +59,10 @@ void StepCostModel::observe(int64_t rows, double seconds) {
   if (static_cast<int64_t>(cells_.size()) <= rows) cells_.resize(static_cast<size_t>(rows + 1));
   Cell& c = cells_[static_cast<size_t>(rows)];
   if (c.n == 0 && sizes_++ == 0) only_ = rows;
-  c.ema = c.n == 0 ? seconds : (1 - kEmaWeight) * c.ema + kEmaWeight * seconds;
+  // The mean of the first samples, then a moving average: the first step at a new size may pay one-time
+  // costs (buffers growing, fresh pages), and an EMA would keep most of that sample's weight for a while.
+  const double wt = std::max(kEmaWeight, 1.0 / static_cast<double>(c.n + 1));
+  c.ema = (1 - wt) * c.ema + wt * seconds;
   ++c.n;
   fit();
 }
