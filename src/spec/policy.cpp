@@ -35,11 +35,11 @@
 #include "spec/policy.h"
 
 #include <algorithm>
+#include <array>
 
 namespace mtp::spec {
 namespace {
 
-constexpr double kEmaWeight = 0.2;        // weight of a new step-time sample
 constexpr double kMaxCellWeight = 16;     // a batch size's weight in the fit: its samples, up to this
 constexpr double kAcceptEmaWeight = 0.1;  // weight of a new acceptance sample
 constexpr double kAcceptPrior = 0.8;      // conditional acceptance assumed before any data
@@ -59,18 +59,23 @@ void StepCostModel::observe(int64_t rows, double seconds) {
   if (static_cast<int64_t>(cells_.size()) <= rows) cells_.resize(static_cast<size_t>(rows + 1));
   Cell& c = cells_[static_cast<size_t>(rows)];
   if (c.n == 0 && sizes_++ == 0) only_ = rows;
-  // The mean of the first samples, then a moving average: the first step at a new size may pay one-time
-  // costs (buffers growing, fresh pages), and an EMA would keep most of that sample's weight for a while.
-  const double wt = std::max(kEmaWeight, 1.0 / static_cast<double>(c.n + 1));
-  c.ema = (1 - wt) * c.ema + wt * seconds;
+  // The median of the last few samples: the first steps at a new size pay one-time costs (fresh state pages
+  // being touched, buffers growing: measured 2-4x a steady step), which a moving average would keep for a
+  // long while, and which a median drops at once; a lasting change still shows within a few steps.
+  c.recent[static_cast<size_t>(c.n % kRecent)] = seconds;
   ++c.n;
+  const size_t m = static_cast<size_t>(std::min<int64_t>(c.n, kRecent));
+  std::array<double, kRecent> v;
+  std::copy(c.recent.begin(), c.recent.begin() + static_cast<std::ptrdiff_t>(m), v.begin());
+  std::sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m));
+  c.est = m % 2 == 1 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
   fit();
 }
 
 void StepCostModel::fit() {
   if (sizes_ == 1) {  // one batch size: its average cost per row, no fixed cost
     a_ = 0;
-    b_ = cells_[static_cast<size_t>(only_)].ema / static_cast<double>(only_);
+    b_ = cells_[static_cast<size_t>(only_)].est / static_cast<double>(only_);
     return;
   }
   double sw = 0, sx = 0, sy = 0;
@@ -79,7 +84,7 @@ void StepCostModel::fit() {
     const double w = std::min<double>(cells_[r].n, kMaxCellWeight);
     sw += w;
     sx += w * static_cast<double>(r);
-    sy += w * cells_[r].ema;
+    sy += w * cells_[r].est;
   }
   const double mx = sx / sw, my = sy / sw;
   double sxx = 0, sxy = 0;
@@ -87,7 +92,7 @@ void StepCostModel::fit() {
     if (cells_[r].n == 0) continue;
     const double w = std::min<double>(cells_[r].n, kMaxCellWeight), dx = static_cast<double>(r) - mx;
     sxx += w * dx * dx;
-    sxy += w * dx * (cells_[r].ema - my);
+    sxy += w * dx * (cells_[r].est - my);
   }
   b_ = std::max(0.0, sxy / sxx);  // a bigger batch never costs less
   a_ = my - b_ * mx;
@@ -97,7 +102,7 @@ void StepCostModel::fit() {
     for (size_t r = 0; r < cells_.size(); ++r) {
       if (cells_[r].n == 0) continue;
       const double w = std::min<double>(cells_[r].n, kMaxCellWeight), x = static_cast<double>(r);
-      num += w * x * cells_[r].ema;
+      num += w * x * cells_[r].est;
       den += w * x * x;
     }
     b_ = num / den;
@@ -110,13 +115,13 @@ double StepCostModel::predict(double rows) const {
   // extra rows bring experts of their own, later ones increasingly share them), which a straight line fitted
   // over all sizes misses by tens of percent at the ends.
   const int64_t r = static_cast<int64_t>(rows);
-  if (static_cast<double>(r) == rows && trusted(r)) return cells_[static_cast<size_t>(r)].ema;
+  if (static_cast<double>(r) == rows && trusted(r)) return cells_[static_cast<size_t>(r)].est;
   return a_ + b_ * rows;
 }
 
 double StepCostModel::predict_along(double rows, double slope) const {
   if (sizes_ != 1 || rows <= 0) return predict(rows);
-  const double t = cells_[static_cast<size_t>(only_)].ema, at = static_cast<double>(only_);
+  const double t = cells_[static_cast<size_t>(only_)].est, at = static_cast<double>(only_);
   const double along = t + slope * (rows - at);
   return rows >= at ? along : std::max(along, t * rows / at);  // below: at least its rows' share
 }

@@ -137,8 +137,8 @@ class Memory {
   std::vector<int32_t> attn_slot_, gdn_index_;  // per trunk layer, -1 when not of that kind
   int64_t kv_width_ = 0, conv_floats_ = 0, ssm_floats_ = 0;
   int64_t kv_bytes_row_[2] = {0, 0};  // bytes of one K / V row
-  // Not zero-filled (pages are touched only when used): KV rows are written before they are read, and a
-  // sequence's GDN planes are zeroed by seq_create/seq_reset.
+  // KV is not zero-filled (pages are touched only when used; rows are written before they are read); the GDN
+  // planes are zeroed at create (touched once up front) and a sequence's again by seq_create/seq_reset.
   // n_blocks x n_attn_slots x {K rows x block_size, V rows x block_size}
   std::unique_ptr<uint8_t[]> kv_;
   std::unique_ptr<float[]> gdn_;  // n_seq x planes x n_gdn x (conv + ssm)

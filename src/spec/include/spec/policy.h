@@ -8,6 +8,7 @@
 //    recent acceptance per draft position. Details in policy.cpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -43,9 +44,11 @@ class StepCostModel {
 
  private:
   void fit();
+  static constexpr int64_t kRecent = 5;  // samples a size's estimate is the median of
   struct Cell {
-    double ema = 0;
-    int64_t n = 0;  // samples
+    std::array<double, kRecent> recent{};  // the last samples, as a ring
+    double est = 0;                        // the estimate: median of the recent samples
+    int64_t n = 0;                         // samples
   };
   std::vector<Cell> cells_;       // index: rows
   int64_t sizes_ = 0, only_ = 0;  // only_: the measured size while there is one
