@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "avx512_tile.h"
 #include "kernels/pack.h"
 #include "matmul_internal.h"
 
@@ -57,17 +58,9 @@ T512 void q8_0_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, co
     const __m512 wd =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * kScaleBytes)));
     for (int r = 0; r < NR; ++r) {
-      const uint8_t* xs = x[r] + 32 * b;
-      __m512i t0 = corr, t1 = _mm512_setzero_si512();
-      for (int g = 0; g < 8; g += 2) {
-        int32_t x0, x1;
-        std::memcpy(&x0, xs + 4 * g, 4);
-        std::memcpy(&x1, xs + 4 * g + 4, 4);
-        t0 = _mm512_dpbusd_epi32(t0, _mm512_set1_epi32(x0), wv[g]);
-        t1 = _mm512_dpbusd_epi32(t1, _mm512_set1_epi32(x1), wv[g + 1]);
-      }
+      const __m512i t = dot32_lanes(corr, x[r] + 32 * b, wv);
       const __m512 c = _mm512_mul_ps(wd, _mm512_set1_ps(act_d(x[r], l)[b]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(t0, t1)), c, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), c, acc[r]);
     }
   }
   const __mmask16 m =
