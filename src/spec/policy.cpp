@@ -14,8 +14,9 @@
 // plain decoding by kMinGain: near break-even (large batches) the cost model's error is larger than the gain,
 // and a bad draft in a large batch costs far more than a missed small gain.
 //
-// Step times are the engine's own measurements, kept as a moving average per batch size (row count) and
-// summarised by a straight line t(rows) = a + b * rows, fitted by least squares over the measured sizes,
+// Step times are the engine's own measurements, kept per batch size (row count) as the median of its last
+// few samples; a size sampled kTrustSamples times is priced by that median, the others by a straight line
+// t(rows) = a + b * rows fitted by least squares over the measured sizes,
 // each weighted by its samples (up to kMaxCellWeight, so a size measured once counts, but little). A line,
 // not interpolation between sizes: in this MoE engine every extra row touches experts of its own, so past the
 // first few rows each costs about the same, and the fit is what carries that slope to batch sizes never run.

@@ -22,7 +22,7 @@ struct PolicyOptions {
   int32_t max_drafting_slots = -1;  // < 0: no limit
 };
 
-// Seconds of a pass as a function of its row count, learned online: a moving average per measured count,
+// Seconds of a pass as a function of its row count, learned online: the median of recent samples per count,
 // summarised by a least-squares line a + b * rows (policy.cpp says why a line) that prices the counts not
 // yet measured a few times; a count measured that often is priced by its own average.
 class StepCostModel {
@@ -34,7 +34,7 @@ class StepCostModel {
   bool measured(int64_t rows) const {
     return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) && cells_[static_cast<size_t>(rows)].n > 0;
   }
-  // Measured often enough (3 samples) that predict(rows) is its own moving average.
+  // Measured often enough (3 samples) that predict(rows) is its own median.
   bool trusted(int64_t rows) const;
   double intercept() const { return a_; }  // seconds
   double slope() const { return b_; }      // seconds per row
