@@ -60,16 +60,18 @@ Costs measure_costs(const Model& model, ThreadPool& pool, int max_rows) {
   const int32_t seq = mem.seq_create().value();
   Batch b;
   Outputs out;
-  // Some context first (64 positions), then each measurement runs at the same position and is rolled back.
+  // Some context first (64 positions), then each verify batch is rolled back to its first row (all drafts
+  // rejected, as the engine does), so the context grows by one row per measurement.
   for (int64_t p = 0; p < 64; ++p) b.add(seq, p, static_cast<int32_t>(40 + p % 50), p == 63);
   if (!forward(model, b, mem, out, pool).ok()) std::abort();
   c.verify.assign(static_cast<size_t>(max_rows) + 1, 0.0);
   for (int r = 1; r <= max_rows; ++r) {
     c.verify[static_cast<size_t>(r)] = median_seconds(7, [&] {
+      const int64_t p0 = mem.seq_pos(seq);
       b.clear();
-      for (int i = 0; i < r; ++i) b.add(seq, 64 + i, 50 + i, true);
+      for (int i = 0; i < r; ++i) b.add(seq, p0 + i, 50 + i, true);
       if (!forward(model, b, mem, out, pool).ok()) std::abort();
-      if (!mem.rollback(seq, 0).ok()) std::abort();
+      if (!mem.rollback(seq, 1).ok()) std::abort();
     });
   }
   if (model.has_mtp()) {

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
       MemoryOptions mo;
       mo.n_ctx = depth + 1024;
       mo.n_seq = 1;
-      mo.n_snapshots = 5;
+      mo.n_snapshots = 4;  // as the engine with a draft length of 4: verify rows d1..d4
       mo.mtp = false;
       mo.cache_type_k = mo.cache_type_v = cache_type;
       auto mem = Memory::create(c, mo);
@@ -131,25 +131,29 @@ int main(int argc, char** argv) {
         if (!forward(*model, b, *mem, out, pool).ok()) return 1;
       }
       const double fill_s = tp.seconds();
-      // Verify batches of 1..5 rows, each rolled back (keep 0), interleaved over reps to share the noise.
+      // Verify batches [last, d1..dk] of 1..5 rows, each rolled back to its first row as the engine does when
+      // every draft is rejected (so the context grows by one row per batch), interleaved over reps to share
+      // the noise.
       const int reps = std::max(3, n_decode / 2);
       std::vector<double> cost(6, 0.0);
       for (int rep = 0; rep < reps + 1; ++rep) {
         for (int64_t rows = 1; rows <= 5; ++rows) {
+          const int64_t p0 = mem->seq_pos(s);
           b.clear();
-          for (int64_t j = 0; j < rows; ++j) b.add(s, depth + j, token(depth + j + rep), true);
+          for (int64_t j = 0; j < rows; ++j) b.add(s, p0 + j, token(p0 + j + rep), true);
           Timer t;
           if (!forward(*model, b, *mem, out, pool).ok()) return 1;
           if (rep > 0) cost[rows] += t.seconds();  // rep 0 warms up
-          if (!mem->rollback(s, 0).ok()) return 1;
+          if (!mem->rollback(s, 1).ok()) return 1;
         }
       }
       // Decode: single rows that stay.
+      const int64_t d0 = mem->seq_pos(s);
       const double dc0 = process_cpu_seconds();
       Timer td;
       for (int i = 0; i < n_decode; ++i) {
         b.clear();
-        b.add(s, depth + i, token(depth + i), true);
+        b.add(s, d0 + i, token(d0 + i), true);
         if (!forward(*model, b, *mem, out, pool).ok()) return 1;
       }
       const double dsec = td.seconds(), dec = n_decode / dsec;

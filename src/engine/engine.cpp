@@ -198,7 +198,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
   MemoryOptions mo;
   mo.n_ctx = options.n_ctx;
   mo.n_seq = options.n_slots;
-  mo.n_snapshots = spec ? std::max(1, d.n_max) : 1;
+  mo.n_snapshots = spec ? std::max(1, d.n_max) : 0;  // plain decoding never rolls back
   mo.mtp = spec && model.has_mtp();
   mo.max_bytes = options.max_memory_bytes;
   mo.cache_type_k = options.cache_type_k;

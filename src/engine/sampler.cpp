@@ -6,15 +6,13 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/vec.h"
 
 namespace mtp {
 
 int32_t Sampler::argmax(std::span<const float> logits) {
   MTP_CHECK(!logits.empty());
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
+  return static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
 double Sampler::next_uniform() {

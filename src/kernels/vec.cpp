@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "base/check.h"
 #include "kernels/isa.h"
 #include "matmul_internal.h"
 
@@ -87,6 +89,13 @@ void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d) {
   delta_rule_columns(rows, n, d, 0);
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
 }  // namespace scalar
 
 #if MTP_HAVE_X86_SIMD
@@ -100,6 +109,9 @@ VT inline V vld(const float* p) {
 }
 VT inline void vst(float* p, V v) {
   _mm512_storeu_ps(p, v);
+}
+VT inline void vstream(float* p, V v) {
+  _mm512_stream_ps(p, v);
 }
 VT inline V vset(float a) {
   return _mm512_set1_ps(a);
@@ -157,6 +169,9 @@ VT inline V vld(const float* p) {
 }
 VT inline void vst(float* p, V v) {
   _mm256_storeu_ps(p, v);
+}
+VT inline void vstream(float* p, V v) {
+  _mm256_stream_ps(p, v);
 }
 VT inline V vset(float a) {
   return _mm256_set1_ps(a);
@@ -243,6 +258,10 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 }
 void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d) {
   MTP_VEC_DISPATCH(delta_rule, rows, n, d);
+}
+int64_t argmax(const float* x, int64_t n) {
+  MTP_CHECK(n >= 1, "argmax of an empty vector");
+  MTP_VEC_DISPATCH(argmax, x, n);
 }
 
 }  // namespace mtp::kernels

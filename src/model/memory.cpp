@@ -38,7 +38,7 @@ Memory::~Memory() = default;
 Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o) {
   if (o.n_ctx <= 0) return invalid_argument("context size must be > 0, got ", o.n_ctx);
   if (o.n_seq <= 0) return invalid_argument("sequence slots must be > 0, got ", o.n_seq);
-  if (o.n_snapshots <= 0) return invalid_argument("snapshots must be > 0, got ", o.n_snapshots);
+  if (o.n_snapshots < 0) return invalid_argument("snapshots must be >= 0, got ", o.n_snapshots);
   if (o.block_size <= 0) return invalid_argument("KV block size must be > 0, got ", o.block_size);
   for (GgmlType t : {o.cache_type_k, o.cache_type_v}) {
     if (t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::Q8_0)
@@ -121,7 +121,6 @@ void Memory::seq_reset(int32_t s) {
   q.n_past = q.mtp_begin = q.mtp_end = 0;
   q.live = 0;
   q.last_p0 = q.last_n = 0;
-  q.before_plane = -1;
   q.plane_after.assign(static_cast<size_t>(n_planes()), -1);
   trim_blocks(s);
   for (int32_t g = 0; g < n_gdn_; ++g) std::fill_n(gdn_state(s, q.live, g), conv_floats_ + ssm_floats_, 0.0f);
@@ -177,7 +176,12 @@ Status Memory::rollback(int32_t s, int64_t keep) {
   if (keep < 0 || keep > q.last_n)
     return invalid_argument("rollback keeps ", keep, " of ", q.last_n, " rows");
   if (keep == q.last_n) return Status::Ok();
-  const int32_t plane = keep == 0 ? q.before_plane : q.plane_after[static_cast<size_t>(keep - 1)];
+  if (keep == 0) {
+    return invalid_argument("sequence ", s,
+                            ": the state before its last batch is not kept (rollback keeps at "
+                            "least one row)");
+  }
+  const int32_t plane = q.plane_after[static_cast<size_t>(keep - 1)];
   if (plane < 0) {
     return invalid_argument("sequence ", s, ": the state after ", keep, " of ", q.last_n,
                             " rows was not kept (", opt_.n_snapshots, " snapshots)");
@@ -186,7 +190,6 @@ Status Memory::rollback(int32_t s, int64_t keep) {
   q.n_past = q.last_p0 + keep;
   // Single use: the planes of later rows become free for the next batch.
   q.last_n = 0;
-  q.before_plane = -1;
   std::fill(q.plane_after.begin(), q.plane_after.end(), -1);
   truncate_mtp(s, q.n_past);
   trim_blocks(s);

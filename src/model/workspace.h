@@ -51,7 +51,6 @@ struct Workspace {
   std::vector<float> x, a, m, f;          // rows x n_embd: residual, normed input, block output, MoE input
   std::vector<float> big0, big1, big2;    // rows x (widest projection)
   std::vector<float> small0, small1;      // rows x H_v (beta, alpha) or n_expert (router)
-  std::vector<float> hist;                // (d_conv-1 + rows) x conv_dim, one sequence's conv inputs
   std::vector<int32_t> idx0, idx1, idx2;  // row lists
   std::vector<float> pair_w;              // MoE: per (row, k) weight
   std::vector<std::vector<float>> thread_scratch;              // per thread: attention scores, KV rows as f32
@@ -59,6 +58,7 @@ struct Workspace {
   ActCache acts0, acts1;
   // Small non-F32 vectors (norm weights, conv taps) dequantized once, by data address.
   std::unordered_map<const void*, std::vector<float>> f32_cache;
+  std::unordered_map<const void*, std::vector<float>> conv_taps;  // conv1d weights as d_conv x conv_dim
 
   template <typename T>
   static T* grow(std::vector<T>& v, int64_t n) {

@@ -150,7 +150,7 @@ Status run(const RunArgs& a) {
     MemoryOptions mo;
     mo.n_ctx = static_cast<int64_t>(prompt.size()) + a.n_predict + 1;
     mo.n_seq = 1;
-    mo.n_snapshots = 1;
+    mo.n_snapshots = 0;  // plain decoding never rolls back
     mo.mtp = false;
     MTP_ASSIGN_OR_RETURN(Memory m, Memory::create(model.config(), mo));
     memory.emplace(std::move(m));

@@ -80,6 +80,48 @@ TEST(VecKernels, SimdMatchesScalar) {
   }
 }
 
+// Greedy sampling's argmax: exactly the scalar loop's index (first largest, NaN never wins) at every level.
+TEST(VecKernels, ArgmaxMatchesScalar) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<float>> cases;
+  for (int64_t n : kLengths)
+    if (n > 0) cases.push_back(input(n, 7, 1.0f));
+  for (int64_t n : {int64_t{33}, int64_t{100}, int64_t{248320}}) {
+    std::vector<float> ties(static_cast<size_t>(n), 1.0f);  // all equal: index 0
+    cases.push_back(ties);
+    ties[static_cast<size_t>(n / 2)] = 2.0f;  // one peak, then the same peak later and in other lanes
+    ties[static_cast<size_t>(n - 1)] = 2.0f;
+    ties[static_cast<size_t>(n / 2 + 5)] = 2.0f;
+    cases.push_back(ties);
+    std::vector<float> neg(static_cast<size_t>(n), -inf);  // nothing beats x[0]
+    cases.push_back(neg);
+    neg[static_cast<size_t>(n - 2)] = -1e30f;
+    cases.push_back(neg);
+    std::vector<float> nans = input(n, 9, 3.0f);  // NaNs never win, a NaN first element does
+    for (size_t i = 3; i < nans.size(); i += 7) nans[i] = nan;
+    cases.push_back(nans);
+    nans[0] = nan;
+    cases.push_back(nans);
+    std::vector<float> zeros(static_cast<size_t>(n), 0.0f);  // -0 == +0
+    zeros[static_cast<size_t>(n / 3)] = -0.0f;
+    zeros[0] = -0.0f;
+    cases.push_back(zeros);
+  }
+  std::vector<float> big = input(5000, 11, 1.0f);
+  big[4999] = 100.0f;  // in the tail after the last whole vector
+  cases.push_back(big);
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const int64_t n = static_cast<int64_t>(cases[c].size());
+      EXPECT_EQ(kernels::argmax(cases[c].data(), n), kernels::scalar::argmax(cases[c].data(), n))
+          << "case " << c << " n " << n;
+    }
+  }
+  EXPECT_EQ(kernels::scalar::argmax(big.data(), 5000), 4999);
+}
+
 TEST(VecKernels, EdgeValues) {
   const std::vector<float> x = {0.0f,  -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 100.0f, -100.0f, 1e4f,
                                 -1e4f, 20.0f, -20.0f, 0.5f,    -0.5f, 3.0f,   -3.0f,  87.3f,   -87.3f};

@@ -23,6 +23,10 @@ void silu(const float* x, float* out, int64_t n);
 void sigmoid(const float* x, float* out, int64_t n);
 // out = silu(gate) * up (the SwiGLU of the feed-forward); out may alias either input.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// The index of the first largest value (greedy sampling over a vocabulary): the i with x[i] > x[j] for all
+// j < i and x[i] >= x[j] for all j > i, counting from x[0] (NaN never wins; a NaN x[0] gives 0). n >= 1.
+// Exact at every level.
+int64_t argmax(const float* x, int64_t n);
 
 // One step of the gated delta rule on a d x d state S (row i at src + i * d), for one value head:
 //   S' = decay * S;  r = S'^T k;  delta = beta * (v - r);  S' += k delta^T;  out = S'^T q
@@ -57,6 +61,7 @@ float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 void softmax(float* x, int64_t n);
+int64_t argmax(const float* x, int64_t n);
 void silu(const float* x, float* out, int64_t n);
 void sigmoid(const float* x, float* out, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n);

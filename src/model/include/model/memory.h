@@ -9,11 +9,12 @@
 //    Q8_0: 32-element blocks with an fp16 scale, as llama.cpp's q8_0 cache); attention reads them back as
 //    f32.
 //  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
-//  in
-//    K+1 "planes" per sequence (K = max draft length + 1 snapshots). The forward pass writes the state after
-//    each of a sequence's last K rows of a batch that ask for logits (verify and decode rows; a prompt
-//    chunk's last row) into its own plane (the delta rule runs out of place, reading the previous row's
-//    plane), so rollback(seq, keep) to any of them only re-points the live plane: no copy at all.
+//    in K+1 "planes" per sequence (K = max draft length snapshots). A sequence's first row of a batch, and
+//    every row before its snapshot rows, updates the live plane in place; each snapshot row (one of the last
+//    K rows that ask for logits, never the first row: verify rows d1..dn, a prompt chunk's last row) writes
+//    the state after it into a plane of its own (the delta rule runs out of place, reading the previous
+//    row's plane), so rollback(seq, keep) to any kept row only re-points the live plane: no copy at all. The
+//    state before a batch is not kept: a plain decode step is one in-place update, the cheapest there is.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ namespace mtp {
 struct MemoryOptions {
   int64_t n_ctx = 4096;      // positions in the shared KV pool, all sequences together (`-c`)
   int32_t n_seq = 1;         // sequence slots (`-np`)
-  int32_t n_snapshots = 4;   // K: GDN states kept after each of the last K rows (max draft length + 1)
+  int32_t n_snapshots = 4;   // K: GDN states kept after each of the last K rows but the first (max draft)
   int64_t block_size = 256;  // positions per KV block
   bool mtp = true;           // keep KV for the MTP block (when the model has one)
   // Memory the state may take; 0 = 90% of physical memory. Exceeding it is a clear error at create().
@@ -69,10 +70,10 @@ class Memory {
   int64_t mtp_end(int32_t seq) const;
 
   // Keeps the first `keep_rows` rows of this sequence's last trunk batch (n rows at p0..p0+n-1): the GDN
-  // state becomes the one after row keep_rows-1 (the state before the batch for 0), the trunk KV is truncated
-  // to positions < p0 + keep_rows and the MTP KV to the same bound. Valid when rows keep_rows..n-1 were
-  // snapshot rows (at most K trailing rows that asked for logits; keep_rows = n is always valid); otherwise
-  // an error that says so. Single use until the next trunk batch of the sequence.
+  // state becomes the one after row keep_rows-1, the trunk KV is truncated to positions < p0 + keep_rows and
+  // the MTP KV to the same bound. Valid when keep_rows >= 1 and rows keep_rows..n-1 were snapshot rows (at
+  // most K trailing rows that asked for logits, not the first; keep_rows = n is always valid); otherwise an
+  // error that says so. Single use until the next trunk batch of the sequence.
   Status rollback(int32_t seq, int64_t keep_rows);
   // Drops the MTP KV rows at positions >= pos.
   void truncate_mtp(int32_t seq, int64_t pos);
@@ -90,7 +91,6 @@ class Memory {
     int32_t live = 0;             // GDN plane holding the current state
     // The last trunk batch: rows p0..p0+n-1; plane_after[t] = plane with the state after row t, or -1.
     int64_t last_p0 = 0, last_n = 0;
-    int32_t before_plane = -1;  // plane with the state before the batch, or -1 when overwritten
     std::vector<int32_t> plane_after;
   };
   Seq& seq(int32_t s) { return seqs_[static_cast<size_t>(s)]; }
