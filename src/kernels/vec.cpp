@@ -89,6 +89,14 @@ void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d) {
   delta_rule_columns(rows, n, d, 0);
 }
 
+void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n) {
+  for (int64_t t = 0; t < n_rows; ++t) axpy(p[t], v + t * v_stride, y, n);
+}
+
+void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out) {
+  for (int64_t h = 0; h < nq; ++h) out[h] = scale * dot(q[h], k, n);
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
@@ -258,6 +266,12 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 }
 void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d) {
   MTP_VEC_DISPATCH(delta_rule, rows, n, d);
+}
+void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n) {
+  MTP_VEC_DISPATCH(axpy_rows, p, v, v_stride, n_rows, y, n);
+}
+void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out) {
+  MTP_VEC_DISPATCH(dot_queries, k, q, nq, n, scale, out);
 }
 int64_t argmax(const float* x, int64_t n) {
   MTP_CHECK(n >= 1, "argmax of an empty vector");

@@ -168,13 +168,15 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
                           ? p.params.attention_scale
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t group = n_head / n_kv;
+  MTP_CHECK(group <= 16, "more than 16 query heads per KV head: ", group);
   int64_t blocks = 0, max_keys = 0;
   for (int64_t gr = 0; gr < ws.n_groups; ++gr)
     blocks += (static_cast<int64_t>(ws.groups[gr].rows.size()) + kRowBlock - 1) / kRowBlock;
   for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
-  // Split the query heads of a KV head only when there are too few items for the threads.
+  // Split the query heads of a KV head only when there are too few items for the threads (a split reads the
+  // KV head's rows once per part).
   int64_t n_sub = 1;
-  while (blocks * n_kv * n_sub < 2 * p.pool.size() && n_sub < group) {
+  while (blocks * n_kv * n_sub < p.pool.size() && n_sub < group) {
     ++n_sub;
     while (group % n_sub != 0) ++n_sub;
   }
@@ -185,7 +187,8 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     for (int64_t i = 0; i < static_cast<int64_t>(ws.groups[gr].rows.size()); i += kRowBlock)
       items.push_back(static_cast<int32_t>(gr)), items.push_back(static_cast<int32_t>(i));
   const GgmlType kt = p.mem.kv_type(0), vt = p.mem.kv_type(1);
-  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, kRowBlock * sub * max_keys + 3 * hd);
+  constexpr int64_t kKeyBlock = 32;  // V rows summed per pass over a query's output (held in registers)
+  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, kRowBlock * sub * max_keys + (3 + kKeyBlock) * hd);
   p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), [&](size_t task, int thread) {
     const int64_t blk = static_cast<int64_t>(task) / (n_kv * n_sub),
                   rest = static_cast<int64_t>(task) % (n_kv * n_sub);
@@ -199,12 +202,19 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     float* sc = ws.thread_scratch[thread].data();  // [row i][head][key], stride n_keys_max
     float* kv_buf = sc + m * sub * n_keys_max;
     float* sig = kv_buf + 2 * hd;
+    float* v_block = sig + hd;  // kKeyBlock x hd: V rows converted from F16 / Q8_0
     auto query = [&](int64_t i, int64_t h) { return qg + sg.rows[i0 + i] * 2 * qw + 2 * (h0 + h) * hd; };
     auto scores = [&](int64_t i, int64_t h) { return sc + (i * sub + h) * n_keys_max; };
+    const float* qs[kRowBlock * 16];  // the item's queries, row-major (i, h)
+    float row_scores[kRowBlock * 16];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t h = 0; h < sub; ++h) qs[i * sub + h] = query(i, h);
     for (int64_t t = 0; t < n_keys_max; ++t) {
       const float* kr = load_kv(kt, p.mem.kv_row(sg.seq, slot, 0, begin + t), j * hd, hd, kv_buf);
-      for (int64_t i = std::max<int64_t>(0, begin + t - pos0); i < m; ++i)
-        for (int64_t h = 0; h < sub; ++h) scores(i, h)[t] = kernels::dot(query(i, h), kr, hd) * scale;
+      const int64_t i_first = std::max<int64_t>(0, begin + t - pos0);  // rows that see key t (causal)
+      kernels::dot_queries(kr, qs + i_first * sub, (m - i_first) * sub, hd, scale, row_scores);
+      for (int64_t i = i_first; i < m; ++i)
+        for (int64_t h = 0; h < sub; ++h) scores(i, h)[t] = row_scores[(i - i_first) * sub + h];
     }
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t h = 0; h < sub; ++h) {
@@ -212,11 +222,29 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
         std::fill_n(o + sg.rows[i0 + i] * qw + (h0 + h) * hd, hd, 0.0f);
       }
     }
-    for (int64_t t = 0; t < n_keys_max; ++t) {
-      const float* vr = load_kv(vt, p.mem.kv_row(sg.seq, slot, 1, begin + t), j * hd, hd, kv_buf);
-      for (int64_t i = std::max<int64_t>(0, begin + t - pos0); i < m; ++i)
+    // V rows in blocks of keys within one KV block (one row stride apart), each query's output accumulated
+    // over a block at a time: per query, keys in order, one fused multiply-add each (as row-by-row axpy).
+    const int64_t kv_block = p.mem.options().block_size;
+    for (int64_t t0 = 0; t0 < n_keys_max;) {
+      const int64_t pa = begin + t0;
+      const int64_t t1 = std::min({n_keys_max, t0 + kKeyBlock, t0 + kv_block - pa % kv_block});
+      const float* v_rows = v_block;
+      int64_t v_stride = hd;
+      if (vt == GgmlType::F32) {
+        v_rows = reinterpret_cast<const float*>(p.mem.kv_row(sg.seq, slot, 1, pa)) + j * hd;
+        v_stride = p.mem.kv_row_bytes(1) / static_cast<int64_t>(sizeof(float));
+      } else {
+        for (int64_t t = t0; t < t1; ++t)
+          load_kv(vt, p.mem.kv_row(sg.seq, slot, 1, begin + t), j * hd, hd, v_block + (t - t0) * hd);
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t n_use = std::min(t1, pos0 + i + 1 - begin) - t0;  // causal: row i's keys in the block
+        if (n_use <= 0) continue;
         for (int64_t h = 0; h < sub; ++h)
-          kernels::axpy(scores(i, h)[t], vr, o + sg.rows[i0 + i] * qw + (h0 + h) * hd, hd);
+          kernels::axpy_rows(scores(i, h) + t0, v_rows, v_stride, n_use,
+                             o + sg.rows[i0 + i] * qw + (h0 + h) * hd, hd);
+      }
+      t0 = t1;
     }
     // Query gate: o *= sigmoid(g).
     for (int64_t i = 0; i < m; ++i) {

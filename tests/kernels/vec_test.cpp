@@ -80,6 +80,57 @@ TEST(VecKernels, SimdMatchesScalar) {
   }
 }
 
+// Attention scores: close to the scalar dots, and each query's score bitwise the same whatever the other
+// queries of the call (batch invariance of attention).
+TEST(VecKernels, DotQueriesMatchScalarAndIgnoreTheirNeighbours) {
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    for (int64_t n : kLengths) {
+      SCOPED_TRACE(n);
+      const std::vector<float> k = input(n, 5, 1.0f);
+      std::vector<std::vector<float>> qv;
+      std::vector<const float*> q;
+      for (uint32_t h = 0; h < 11; ++h) qv.push_back(input(n, 20 + h, 2.0f));
+      for (const auto& v : qv) q.push_back(v.data());
+      std::vector<float> all(11), want(11), one(1);
+      kernels::dot_queries(k.data(), q.data(), 11, n, 0.0625f, all.data());
+      kernels::scalar::dot_queries(k.data(), q.data(), 11, n, 0.0625f, want.data());
+      for (int64_t h = 0; h < 11; ++h) {
+        double mag = 0;
+        for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(qv[h][i]) * k[i]);
+        EXPECT_NEAR(all[h], want[h], 0.0625 * ((n / 8.0 + 8) * std::ldexp(mag, -23) + 1e-30)) << h;
+        kernels::dot_queries(k.data(), q.data() + h, 1, n, 0.0625f, one.data());
+        EXPECT_EQ(one[0], all[h]) << "query " << h << " alone";
+      }
+      std::vector<float> part(6);
+      kernels::dot_queries(k.data(), q.data() + 3, 6, n, 0.0625f, part.data());
+      for (int64_t h = 0; h < 6; ++h) EXPECT_EQ(part[h], all[3 + h]) << "query " << 3 + h << " in 6";
+    }
+  }
+}
+
+// The weighted sum of rows is axpy row by row, bit for bit, at every level and for any row stride.
+TEST(VecKernels, AxpyRowsIsAxpyPerRow) {
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    for (int64_t n : kLengths) {
+      for (int64_t rows : {0, 1, 5, 33}) {
+        const int64_t stride = n + 3;
+        const std::vector<float> v = input(rows * stride, 31, 1.5f), p = input(rows, 32, 0.5f),
+                                 y0 = input(n, 33, 1.0f);
+        std::vector<float> got = y0, want = y0, scalar = y0;
+        kernels::axpy_rows(p.data(), v.data(), stride, rows, got.data(), n);
+        for (int64_t t = 0; t < rows; ++t) kernels::axpy(p[t], v.data() + t * stride, want.data(), n);
+        kernels::scalar::axpy_rows(p.data(), v.data(), stride, rows, scalar.data(), n);
+        EXPECT_EQ(got, want) << "n " << n << " rows " << rows;
+        EXPECT_EQ(got, scalar) << "n " << n << " rows " << rows;
+      }
+    }
+  }
+}
+
 // Greedy sampling's argmax: exactly the scalar loop's index (first largest, NaN never wins) at every level.
 TEST(VecKernels, ArgmaxMatchesScalar) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();

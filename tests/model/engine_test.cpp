@@ -255,7 +255,7 @@ TEST(Engine, RollbackEqualsNeverProcessed) {
   Model model = load(model_path("q8_0"));
   ThreadPool pool(2);
   const int64_t vocab = model.config().n_vocab;
-  const std::vector<int32_t> prefix = tokens(9, vocab, 4), drafts = tokens(5, vocab, 8),
+  const std::vector<int32_t> prefix = tokens(9, vocab, 4), drafts = tokens(6, vocab, 8),
                              cont = tokens(3, vocab, 12);
   for (int64_t n : {1, 3, 5, 6}) {
     for (int64_t m = 0; m <= n; ++m) {

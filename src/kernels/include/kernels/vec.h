@@ -10,9 +10,16 @@
 
 namespace mtp::kernels {
 
+// out[h] = scale * dot(q[h], k, n) for h < nq: one key row against many queries (attention scores). Each
+// query's sum has its own fixed order (two lane accumulators, then the tail), whatever nq is, so a score
+// does not depend on which other queries share the call.
+void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out);
 float dot(const float* a, const float* b, int64_t n);
 // y += a * x.
 void axpy(float a, const float* x, float* y, int64_t n);
+// y[e] += p[t] * v[t * v_stride + e] for t = 0 .. n_rows-1 in order, one fused multiply-add per term: the
+// bits of axpy row by row, with y held in registers across the rows (attention's weighted sum of V rows).
+void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n);
 // out = x * (mean(x^2) + eps)^(-1/2) * w (w == nullptr: no weight). out may alias x.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // In-place softmax (max-subtracted).
@@ -57,7 +64,9 @@ void delta_rule(const DeltaRuleRow* rows, int64_t n, int64_t d);
 void delta_rule_columns(const DeltaRuleRow* rows, int64_t n, int64_t d, int64_t c_begin);
 void f16_to_f32(const uint16_t* x, float* out, int64_t n);
 void q8_0_to_f32(const void* blocks, float* out, int64_t n);
+void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out);
 float dot(const float* a, const float* b, int64_t n);
+void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 void softmax(float* x, int64_t n);
