@@ -23,24 +23,16 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "engine/engine.h"
+#include "sweep_options.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace mtp;
 
 namespace {
 
-struct Options {
-  std::string model;
-  int n_slots = 16;
-  int64_t n_ctx = 8192;
-  int threads = 0;
-  int max_tokens = 64;
-  int rounds = 2;
-  int draft_max = 3;
+struct Options : bench::SweepOptions {
   int64_t draft_vocab = 0;
   bool trace = false;
-  std::vector<int64_t> levels = {1, 2, 4, 8, 16};
-  std::vector<std::string> profiles = {"off", "on", "slots1", "auto"};
 };
 
 struct ByGenerating {
@@ -227,43 +219,22 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    auto value = [&]() { return std::string(argv[++i]); };
-    if (a == "-m" && has_value) {
-      o.model = value();
-    } else if (a == "-np" && has_value) {
-      o.n_slots = std::stoi(value());
-    } else if (a == "-c" && has_value) {
-      o.n_ctx = std::stoll(value());
-    } else if (a == "-t" && has_value) {
-      o.threads = std::stoi(value());
-    } else if (a == "--max-tokens" && has_value) {
-      o.max_tokens = std::stoi(value());
-    } else if (a == "--rounds" && has_value) {
-      o.rounds = std::stoi(value());
-    } else if (a == "--draft-max" && has_value) {
-      o.draft_max = std::stoi(value());
-    } else if (a == "--draft-vocab" && has_value) {
-      o.draft_vocab = std::stoll(value());
-    } else if (a == "--levels" && has_value) {
-      o.levels = bench::parse_list(argv[++i]);
-    } else if (a == "--profiles" && has_value) {
-      o.profiles.clear();
-      const std::string list = value();
-      for (size_t at = 0; at <= list.size();) {
-        const size_t end = std::min(list.find(',', at), list.size());
-        if (end > at) o.profiles.push_back(list.substr(at, end - at));
-        at = end + 1;
+    try {
+      if (bench::parse_sweep_flag(o, argc, argv, i)) continue;
+      if (a == "--draft-vocab" && i + 1 < argc) {
+        o.draft_vocab = std::stoll(argv[++i]);
+        continue;
       }
-    } else if (a == "--trace") {
-      o.trace = true;
-    } else {
-      std::fprintf(stderr,
-                   "usage: engine_sweep -m MODEL [-np N] [-c N] [-t N] [--max-tokens N] [--rounds N] "
-                   "[--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max N] [--draft-vocab N] "
-                   "[--trace]\n");
+      if (a == "--trace") {
+        o.trace = true;
+        continue;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "engine_sweep: %s: %s\n", a.c_str(), e.what());
       return 2;
     }
+    std::fprintf(stderr, "usage: engine_sweep %s [--draft-vocab N] [--trace]\n", bench::kSweepUsage);
+    return 2;
   }
   if (o.model.empty()) {
     std::fprintf(stderr, "engine_sweep: -m MODEL is required\n");

@@ -23,6 +23,7 @@
 
 #include "http_client.h"
 #include "server_process.h"
+#include "sweep_options.h"
 
 namespace {
 
@@ -31,26 +32,9 @@ using mtp::testing::http_get;
 using mtp::testing::http_post;
 using mtp::testing::ServerProcess;
 
-struct Options {
-  std::string model;
-  int n_slots = 16;
-  int n_ctx = 8192;
-  int threads = 0;
-  int max_tokens = 64;
-  int rounds = 2;
-  int draft_max = 3;
-  std::vector<int> levels = {1, 2, 4, 8, 16};
-  std::vector<std::string> profiles = {"off", "on", "slots1", "auto"};
+struct Options : mtp::bench::SweepOptions {
   std::string extra;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 std::string profile_args(const std::string& p, int draft_max) {
   const std::string mtp = " --spec mtp --draft-max " + std::to_string(draft_max);
@@ -175,43 +159,18 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return argv[++i];
-    };
     try {
-      if (a == "-m")
-        o.model = value();
-      else if (a == "-np")
-        o.n_slots = std::stoi(value());
-      else if (a == "-c")
-        o.n_ctx = std::stoi(value());
-      else if (a == "-t")
-        o.threads = std::stoi(value());
-      else if (a == "--max-tokens")
-        o.max_tokens = std::stoi(value());
-      else if (a == "--rounds")
-        o.rounds = std::stoi(value());
-      else if (a == "--draft-max")
-        o.draft_max = std::stoi(value());
-      else if (a == "--extra")
-        o.extra = value();
-      else if (a == "--profiles")
-        o.profiles = split(value(), ',');
-      else if (a == "--levels") {
-        o.levels.clear();
-        for (const std::string& s : split(value(), ',')) o.levels.push_back(std::stoi(s));
-      } else {
-        std::fprintf(
-            stderr,
-            "usage: server_sweep -m MODEL [-np N] [-c N] [-t N] [--max-tokens N] [--rounds N] [--levels "
-            "1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max N] [--extra \"ARGS\"]\n");
-        return 2;
+      if (mtp::bench::parse_sweep_flag(o, argc, argv, i)) continue;
+      if (a == "--extra" && i + 1 < argc) {
+        o.extra = argv[++i];
+        continue;
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "server_sweep: %s: %s\n", a.c_str(), e.what());
       return 2;
     }
+    std::fprintf(stderr, "usage: server_sweep %s [--extra \"ARGS\"]\n", mtp::bench::kSweepUsage);
+    return 2;
   }
   if (o.model.empty()) {
     std::fprintf(stderr, "server_sweep: -m MODEL is required\n");

@@ -1,0 +1,71 @@
+// The flags server_sweep (over HTTP) and engine_sweep (in process) share, and their one parser.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mtp::bench {
+
+struct SweepOptions {
+  std::string model;
+  int n_slots = 16;
+  int64_t n_ctx = 8192;
+  int threads = 0;
+  int max_tokens = 64;
+  int rounds = 2;
+  int draft_max = 3;
+  std::vector<int64_t> levels = {1, 2, 4, 8, 16};
+  std::vector<std::string> profiles = {"off", "on", "slots1", "auto"};
+};
+
+inline constexpr const char* kSweepUsage =
+    "-m MODEL [-np N] [-c N] [-t N] [--max-tokens N] [--rounds N] [--levels 1,2,4,8,16] "
+    "[--profiles off,on,slots1,auto] [--draft-max N]";
+
+// "a,b,,c" -> {"a", "b", "c"}
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Takes argv[i] and its value when argv[i] is one of the shared flags (i then points at the value) and
+// returns true; false for any other argument. A shared flag without a value or with a malformed number
+// throws.
+inline bool parse_sweep_flag(SweepOptions& o, int argc, char** argv, int& i) {
+  const std::string a = argv[i];
+  auto value = [&]() -> std::string {
+    if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+    return argv[++i];
+  };
+  if (a == "-m")
+    o.model = value();
+  else if (a == "-np")
+    o.n_slots = std::stoi(value());
+  else if (a == "-c")
+    o.n_ctx = std::stoll(value());
+  else if (a == "-t")
+    o.threads = std::stoi(value());
+  else if (a == "--max-tokens")
+    o.max_tokens = std::stoi(value());
+  else if (a == "--rounds")
+    o.rounds = std::stoi(value());
+  else if (a == "--draft-max")
+    o.draft_max = std::stoi(value());
+  else if (a == "--profiles")
+    o.profiles = split_list(value());
+  else if (a == "--levels") {
+    o.levels.clear();
+    for (const std::string& s : split_list(value())) o.levels.push_back(std::stoll(s));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mtp::bench
