@@ -23,8 +23,8 @@ namespace {
 // quantize_row_q8_K, bit for bit, into the AVX-512 layout (qs offset by 128): the first element of largest
 // magnitude maps to -127, q = min(127, nearest_int(iscale * x)) with ggml's add-1.5*2^23 rounding, d = 1 /
 // iscale, bsums of 16. Finite inputs.
-MTP_TARGET_AVX512 void prepare_q8_k_avx512(const float* x, int64_t nb, uint8_t* qs, float* d,
-                                           int16_t* bsums) {
+MTP_TARGET_AVX512 void prepare_q8_k_avx512(const float* x, int64_t nb, uint8_t* qs, float* d, int16_t* bsums,
+                                           int8_t* sq, int32_t* xcorr) {
   const __m512i flip = _mm512_set1_epi32(0x80);
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQK_K;
@@ -36,6 +36,8 @@ MTP_TARGET_AVX512 void prepare_q8_k_avx512(const float* x, int64_t nb, uint8_t* 
       std::memset(qb, 0x80, kQK_K);
       d[b] = 0.0f;
       std::memset(bsums + 16 * b, 0, 32);
+      std::memset(sq + b * kQK_K, 0, kQK_K);
+      std::memset(xcorr + 8 * b, 0, 32);
       continue;
     }
     int idx = 0;
@@ -58,7 +60,9 @@ MTP_TARGET_AVX512 void prepare_q8_k_avx512(const float* x, int64_t nb, uint8_t* 
       bsums[16 * b + v] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * v),
                        _mm512_cvtepi32_epi8(_mm512_xor_si512(q, flip)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sq + b * kQK_K + 16 * v), _mm512_cvtepi32_epi8(q));
     }
+    for (int j = 0; j < 8; ++j) xcorr[8 * b + j] = -128 * (bsums[16 * b + 2 * j] + bsums[16 * b + 2 * j + 1]);
     d[b] = 1 / iscale;
   }
 }
@@ -93,6 +97,11 @@ detail::ActLayout make_layout(ActFormat format, Isa isa, int64_t n_in) {
       l.d_off = align64(n_in);
       l.aux_off = l.d_off + align64(l.nb * 4);
       l.stride = l.aux_off + align64(l.nb * 16 * 2);
+      if (isa == Isa::kAvx512) {
+        l.sq_off = l.stride;
+        l.xc_off = l.sq_off + align64(n_in);
+        l.stride = l.xc_off + align64(l.nb * 8 * 4);
+      }
       break;
   }
   return l;
@@ -125,7 +134,10 @@ void prepare_row(const detail::ActLayout& l, const float* x, uint8_t* row) {
       float* d = reinterpret_cast<float*>(row + l.d_off);
       int16_t* bsums = reinterpret_cast<int16_t*>(row + l.aux_off);
 #if MTP_HAVE_X86_SIMD
-      if (l.isa == Isa::kAvx512) return prepare_q8_k_avx512(x, l.nb, row, d, bsums);
+      if (l.isa == Isa::kAvx512) {
+        return prepare_q8_k_avx512(x, l.nb, row, d, bsums, reinterpret_cast<int8_t*>(row + l.sq_off),
+                                   reinterpret_cast<int32_t*>(row + l.xc_off));
+      }
 #endif
       for (int64_t b = 0; b < l.nb; ++b) {
         BlockQ8_K blk;

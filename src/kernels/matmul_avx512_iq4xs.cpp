@@ -34,6 +34,18 @@ namespace mtp::kernels::detail {
 namespace {
 
 #define T512 MTP_TARGET_AVX512
+// Functions templated on VBMI use: compiled with it, and run with it only where the CPU has it.
+#define T512V \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c")))
+
+bool vbmi_available() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi") != 0;
+  }();
+  return ok;
+}
+bool vbmi_enabled = true;  // tests switch it to compare the two paths
 
 constexpr int kSbBytes = sizeof(BlockIQ4_XS);
 
@@ -438,10 +450,13 @@ T512 void iq4xs_tile(const uint8_t* w, int64_t row_bytes, int n_out, const uint8
 // kernels.
 
 constexpr int64_t kPackedHeaderBytes = 128;
-// Weights stream from DRAM at decode: each piece requests the bytes this far ahead (into the next tile at
-// the end of one; matrices are contiguous), which the out-of-order window alone does not reach. Measured
-// (kernels_bench --packed, engine_bench): none 0.82x, 1 KB 0.93x, 2 KB 1.0x, 4 KB 0.95x decode speed.
+// Weights stream from DRAM at decode: each piece requests the bytes this far ahead into L1 (into the next
+// tile at the end of one; matrices are contiguous), which the out-of-order window alone does not reach
+// (kernels_bench --packed, engine_bench: none 0.82x, 1 KB 0.93x, 2 KB 1.0x, 4 KB 0.95x decode speed), and
+// further ahead into L2, which keeps more lines in flight than L1's fill buffers allow (one core's products:
+// 2048x512 from DRAM 45-53 -> 37-47 us, the 248K-row head 26-27 -> 19-24 ms; 8-32 KB all helped).
 constexpr int64_t kPackedPrefetchBytes = 2048;
+constexpr int64_t kPackedPrefetchL2Bytes = 12288;
 constexpr int64_t kPackedPieceBytes = 256;
 
 // float(ls_j - 32) * d for the 16 rows of super-block header `h`.
@@ -469,11 +484,50 @@ T512 inline __m512i packed_vals(const uint8_t* piece, __m512i table, __m512i* wv
   return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(s0, s1));
 }
 
+// ---- decode-sized batches over a packed tile: unsigned weights against signed activations ----
+//
+// Here the weights are vpdpbusd's unsigned operand (level + 128, 1..241) and the activations its signed one
+// (ActLayout::sq), so the offset term, 128 * the sub-block's activation sum, is one precomputed integer per
+// (activation row, sub-block) (ActLayout::xcorr) instead of eight vpdpbusd per piece over the weights. The
+// integer sums are exact either way: bitwise the same results as the signed-weight kernels.
+
+// The 16 IQ4_NL levels + 128 in each 128-bit lane (so also a 64-entry table indexed by the low 6 bits with
+// the low 4 bits deciding, for vpermb).
+T512 inline __m512i table512_u() {
+  alignas(16) static const uint8_t u[16] = {
+      static_cast<uint8_t>(kIq4nlValues[0] + 128),  static_cast<uint8_t>(kIq4nlValues[1] + 128),
+      static_cast<uint8_t>(kIq4nlValues[2] + 128),  static_cast<uint8_t>(kIq4nlValues[3] + 128),
+      static_cast<uint8_t>(kIq4nlValues[4] + 128),  static_cast<uint8_t>(kIq4nlValues[5] + 128),
+      static_cast<uint8_t>(kIq4nlValues[6] + 128),  static_cast<uint8_t>(kIq4nlValues[7] + 128),
+      static_cast<uint8_t>(kIq4nlValues[8] + 128),  static_cast<uint8_t>(kIq4nlValues[9] + 128),
+      static_cast<uint8_t>(kIq4nlValues[10] + 128), static_cast<uint8_t>(kIq4nlValues[11] + 128),
+      static_cast<uint8_t>(kIq4nlValues[12] + 128), static_cast<uint8_t>(kIq4nlValues[13] + 128),
+      static_cast<uint8_t>(kIq4nlValues[14] + 128), static_cast<uint8_t>(kIq4nlValues[15] + 128)};
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(u)));
+}
+
+// The 8 unsigned weight vectors of one (j, sb) piece. With VBMI, vpermb reads only an index's low 6 bits and
+// the table repeats every 16 bytes, so the nibbles need no masking: 12 instructions instead of 20.
+template <bool kVbmi>
+T512V inline void packed_vals_u(const uint8_t* piece, __m512i table, __m512i* wv) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int q = 0; q < 4; ++q) {
+    const __m512i v = _mm512_loadu_si512(piece + 64 * q);
+    if constexpr (kVbmi) {
+      wv[q] = _mm512_permutexvar_epi8(v, table);
+      wv[q + 4] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+    } else {
+      wv[q] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+      wv[q + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+  }
+}
+
 // Up to 8 activation rows straight from a packed tile (decode-sized batches: nothing goes through memory).
-template <int NR>
-T512 void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, const ActLayout& l, int n_out,
-                      float* y, int64_t y_stride) {
-  const __m512i table = table512();
+template <int NR, bool kVbmi>
+T512V void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, const ActLayout& l,
+                       int n_out, float* y, int64_t y_stride) {
+  const __m512i table = table512_u();
   const uint8_t* qs = tile + nb * kPackedHeaderBytes;
   alignas(64) float a[NR][8][16];
   for (int j = 0; j < 8; ++j) {
@@ -482,12 +536,15 @@ T512 void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, 
     for (int64_t sb = 0; sb < nb; ++sb) {
       __m512i wv[8];
       const uint8_t* piece = qs + (j * nb + sb) * kPackedPieceBytes;
-      for (int q = 0; q < 4; ++q)
+      for (int q = 0; q < 4; ++q) {
         _mm_prefetch(reinterpret_cast<const char*>(piece + kPackedPrefetchBytes + 64 * q), _MM_HINT_T0);
-      const __m512i corr = packed_vals(piece, table, wv);
+        _mm_prefetch(reinterpret_cast<const char*>(piece + kPackedPrefetchL2Bytes + 64 * q), _MM_HINT_T1);
+      }
+      packed_vals_u<kVbmi>(piece, table, wv);
       const __m512 lsdw = packed_lsdw(tile + sb * kPackedHeaderBytes, j);
       for (int r = 0; r < NR; ++r) {
-        const __m512i s = dot32_lanes(corr, x[r] + 256 * sb + 32 * j, wv);
+        const __m512i init = _mm512_set1_epi32(act_xcorr(x[r], l)[8 * sb + j]);
+        const __m512i s = dot32_lanes<true>(init, act_sq(x[r], l) + 256 * sb + 32 * j, wv);
         const __m512 c = _mm512_mul_ps(lsdw, _mm512_set1_ps(act_d(x[r], l)[sb]));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), c, acc[r]);
       }
@@ -517,10 +574,12 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
                        const ActLayout& l, float* y, int64_t y_stride) {
   using RowsFn =
       void (*)(const uint8_t*, int64_t, const uint8_t* const*, const ActLayout&, int, float*, int64_t);
-  static constexpr RowsFn kRows[9] = {nullptr,        packed_rows<1>, packed_rows<2>,
-                                      packed_rows<3>, packed_rows<4>, packed_rows<5>,
-                                      packed_rows<6>, packed_rows<7>, packed_rows<8>};
-  if (nx <= 8) return kRows[nx](tile, l.nb, x, l, n_out, y, y_stride);
+  static constexpr RowsFn kRows[2][9] = {
+      {nullptr, packed_rows<1, false>, packed_rows<2, false>, packed_rows<3, false>, packed_rows<4, false>,
+       packed_rows<5, false>, packed_rows<6, false>, packed_rows<7, false>, packed_rows<8, false>},
+      {nullptr, packed_rows<1, true>, packed_rows<2, true>, packed_rows<3, true>, packed_rows<4, true>,
+       packed_rows<5, true>, packed_rows<6, true>, packed_rows<7, true>, packed_rows<8, true>}};
+  if (nx <= 8) return kRows[vbmi_enabled && vbmi_available()][nx](tile, l.nb, x, l, n_out, y, y_stride);
   static thread_local TileBuffer buf;
   uint8_t* decoded = buf.get(8 * l.nb * kPieceBytes);
   decode_packed(tile, l.nb, decoded);
@@ -531,6 +590,15 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
 }
 
 }  // namespace
+
+bool set_vbmi_enabled(bool on) {
+  const bool was = vbmi_enabled;
+  vbmi_enabled = on;
+  return was;
+}
+bool vbmi_active() {
+  return vbmi_enabled && vbmi_available();
+}
 
 bool set_amx_enabled(bool on) {
   const bool was = amx_enabled;
@@ -553,6 +621,12 @@ TileFn avx512_iq4xs_packed() {
 
 #else
 
+bool set_vbmi_enabled(bool) {
+  return false;
+}
+bool vbmi_active() {
+  return false;
+}
 bool set_amx_enabled(bool) {
   return false;
 }

@@ -22,6 +22,8 @@ namespace mtp::kernels::detail {
 // Byte layout of one prepared activation row (all offsets from the row start, 64-byte aligned).
 //   kQ8_0: qs[n_in] int8 | d[nb] f32 (the fp16 block scale, widened) | dexp[nb * 8] f32 (d repeated 8 times)
 //   kQ8_K: qs[n_in] int8 | d[nb] f32 | bsums[nb * 16] int16
+//          and for Isa::kAvx512 also sq[n_in] int8 (qs unflipped) | xcorr[nb * 8] int32 (-128 * the sum of
+//          each 32-element sub-block), for kernels whose weights are the unsigned vpdpbusd operand
 //   kF32:  x[n_pad] f32, zero-padded to a multiple of 16
 // For Isa::kAvx512 the int8 values are stored offset by 128 (qs ^ 0x80, as uint8) for vpdpbusd.
 struct ActLayout {
@@ -31,7 +33,9 @@ struct ActLayout {
   int64_t nb = 0;  // blocks per row (32 or 256 elements; n_pad / 16 for kF32)
   int64_t d_off = 0;
   int64_t aux_off = 0;  // dexp (kQ8_0) or bsums (kQ8_K)
-  int64_t stride = 0;   // bytes per row
+  int64_t sq_off = 0;   // kQ8_K, Isa::kAvx512: signed qs, then xcorr at xc_off
+  int64_t xc_off = 0;
+  int64_t stride = 0;  // bytes per row
 };
 
 inline constexpr int kMaxTileRows = 8;
@@ -76,6 +80,10 @@ TileFn avx512_q8_0_tile();
 // the CPU and OS allow it). Same bits either way. set_amx_enabled returns the previous setting (tests).
 bool amx_active();
 bool set_amx_enabled(bool on);
+// Whether the IQ4_XS packed decode kernel unpacks nibbles with VBMI's vpermb (the CPU has it, and tests did
+// not switch it off). Same bits either way. set_vbmi_enabled returns the previous setting.
+bool vbmi_active();
+bool set_vbmi_enabled(bool on);
 
 inline const float* act_d(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const float*>(row + l.d_off);
@@ -85,6 +93,12 @@ inline const float* act_dexp(const uint8_t* row, const ActLayout& l) {
 }
 inline const int16_t* act_bsums(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const int16_t*>(row + l.aux_off);
+}
+inline const int8_t* act_sq(const uint8_t* row, const ActLayout& l) {
+  return reinterpret_cast<const int8_t*>(row + l.sq_off);
+}
+inline const int32_t* act_xcorr(const uint8_t* row, const ActLayout& l) {
+  return reinterpret_cast<const int32_t*>(row + l.xc_off);
 }
 inline const float* act_f32(const uint8_t* row) {
   return reinterpret_cast<const float*>(row);

@@ -10,6 +10,7 @@
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
+#include "matmul_internal.h"
 
 namespace mtp {
 namespace {
@@ -98,15 +99,21 @@ TEST_P(PackTypes, PackedMatmulBitwiseEqualsRowFormat) {
         IsaScope scope(isa);
         PreparedActivations acts;
         acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
-        for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 16, 23}) {
-          std::vector<int32_t> list;
-          for (int64_t i = 0; i < batch; ++i) list.push_back(static_cast<int32_t>((5 * i + 2) % rows));
-          std::vector<float> want(static_cast<size_t>(batch * n_out), -1.0f), got(want.size(), -2.0f);
-          kernels::matmul_range(m.view(), acts, list.data(), batch, 0, n_out, want.data(), n_out);
-          kernels::matmul_range(p.view, acts, list.data(), batch, 0, 32, got.data(), n_out);
-          kernels::matmul_range(p.view, acts, list.data(), batch, 32, n_out, got.data(), n_out);
-          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
-              << isa_name(isa) << " n_in " << n_in << " " << test::pattern_name(wp) << " batch " << batch;
+        // The IQ4_XS decode kernel with and without VBMI's nibble lookup (where the CPU has it).
+        for (bool vbmi : {true, false}) {
+          const bool was = kernels::detail::set_vbmi_enabled(vbmi);
+          for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 16, 23}) {
+            std::vector<int32_t> list;
+            for (int64_t i = 0; i < batch; ++i) list.push_back(static_cast<int32_t>((5 * i + 2) % rows));
+            std::vector<float> want(static_cast<size_t>(batch * n_out), -1.0f), got(want.size(), -2.0f);
+            kernels::matmul_range(m.view(), acts, list.data(), batch, 0, n_out, want.data(), n_out);
+            kernels::matmul_range(p.view, acts, list.data(), batch, 0, 32, got.data(), n_out);
+            kernels::matmul_range(p.view, acts, list.data(), batch, 32, n_out, got.data(), n_out);
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+                << isa_name(isa) << " n_in " << n_in << " " << test::pattern_name(wp) << " batch " << batch
+                << (kernels::detail::vbmi_active() ? " vbmi" : "");
+          }
+          kernels::detail::set_vbmi_enabled(was);
         }
       }
     }

@@ -71,6 +71,14 @@ TEST(PreparedActivations, Q8KBytesMatchQuantLibrary) {
           ASSERT_EQ(static_cast<int8_t>(row[b * 256 + j] ^ flip), want[b].qs[j]) << j;
         EXPECT_EQ(0, std::memcmp(&kernels::detail::act_d(row, l)[b], &want[b].d, 4));
         EXPECT_EQ(0, std::memcmp(kernels::detail::act_bsums(row, l) + 16 * b, want[b].bsums, 32));
+        if (isa != Isa::kAvx512) continue;
+        // The signed copy and the per-32 offset terms of the unsigned-weight kernels.
+        ASSERT_EQ(0, std::memcmp(kernels::detail::act_sq(row, l) + 256 * b, want[b].qs, 256));
+        for (int j = 0; j < 8; ++j) {
+          int32_t sum = 0;
+          for (int i = 0; i < 32; ++i) sum += want[b].qs[32 * j + i];
+          EXPECT_EQ(kernels::detail::act_xcorr(row, l)[8 * b + j], -128 * sum) << "sub-block " << j;
+        }
       }
     }
   }
