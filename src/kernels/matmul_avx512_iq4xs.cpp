@@ -35,8 +35,7 @@ namespace {
 
 #define T512 MTP_TARGET_AVX512
 // Functions templated on VBMI use: compiled with it, and run with it only where the CPU has it.
-#define T512V \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c")))
+#define T512V MTP_TARGET_AVX512_VBMI
 
 bool vbmi_available() {
   static const bool ok = [] {
@@ -494,15 +493,8 @@ T512 inline __m512i packed_vals(const uint8_t* piece, __m512i table, __m512i* wv
 // The 16 IQ4_NL levels + 128 in each 128-bit lane (so also a 64-entry table indexed by the low 6 bits with
 // the low 4 bits deciding, for vpermb).
 T512 inline __m512i table512_u() {
-  alignas(16) static const uint8_t u[16] = {
-      static_cast<uint8_t>(kIq4nlValues[0] + 128),  static_cast<uint8_t>(kIq4nlValues[1] + 128),
-      static_cast<uint8_t>(kIq4nlValues[2] + 128),  static_cast<uint8_t>(kIq4nlValues[3] + 128),
-      static_cast<uint8_t>(kIq4nlValues[4] + 128),  static_cast<uint8_t>(kIq4nlValues[5] + 128),
-      static_cast<uint8_t>(kIq4nlValues[6] + 128),  static_cast<uint8_t>(kIq4nlValues[7] + 128),
-      static_cast<uint8_t>(kIq4nlValues[8] + 128),  static_cast<uint8_t>(kIq4nlValues[9] + 128),
-      static_cast<uint8_t>(kIq4nlValues[10] + 128), static_cast<uint8_t>(kIq4nlValues[11] + 128),
-      static_cast<uint8_t>(kIq4nlValues[12] + 128), static_cast<uint8_t>(kIq4nlValues[13] + 128),
-      static_cast<uint8_t>(kIq4nlValues[14] + 128), static_cast<uint8_t>(kIq4nlValues[15] + 128)};
+  alignas(16) uint8_t u[16];
+  for (int i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(u)));
 }
 

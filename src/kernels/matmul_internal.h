@@ -13,6 +13,8 @@
 #define MTP_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define MTP_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define MTP_TARGET_AVX512_VBMI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c")))
 #else
 #define MTP_HAVE_X86_SIMD 0
 #endif
