@@ -200,5 +200,53 @@ TEST(VecKernels, DeltaRuleMatchesScalarBitwise) {
   }
 }
 
+// The engine's verify pattern on 64-byte-aligned planes (where the SIMD levels write the last out-of-place
+// plane with streaming stores): row 0 in place on the live plane, rows 1.. each into a plane of its own; and
+// rows that all start from the same plane (no chain). Same bits as the scalar twin in every plane and output.
+TEST(VecKernels, DeltaRuleSnapshotPlanesMatchScalarBitwise) {
+  for (int64_t d : {int64_t{128}, int64_t{32}}) {
+    for (int64_t n = 1; n <= 5; ++n) {
+      for (bool chained : {true, false}) {
+        const std::vector<float> s0 = test::make_values(Pattern::kGaussian, d, d, 3);
+        const std::vector<float> kqv = test::make_values(Pattern::kGaussian, 3 * n, d, 4);
+        struct Run {
+          std::vector<float> buf, out;
+          float* planes = nullptr;
+        };
+        auto run = [&](Run& r, bool scalar) {
+          r.buf.assign(static_cast<size_t>((n + 1) * d * d + 16), -2.0f);
+          const uintptr_t p = reinterpret_cast<uintptr_t>(r.buf.data());
+          r.planes = r.buf.data() + (64 - p % 64) % 64 / sizeof(float);
+          std::copy(s0.begin(), s0.end(), r.planes);
+          r.out.assign(static_cast<size_t>(n * d), -1.0f);
+          std::vector<kernels::DeltaRuleRow> rows;
+          for (int64_t t = 0; t < n; ++t) {
+            const float* base = kqv.data() + 3 * t * d;
+            float* src = r.planes + (chained && t > 0 ? t * d * d : 0);
+            float* dst = r.planes + (t == 0 && chained ? 0 : (t + 1) * d * d);
+            rows.push_back(
+                {src, dst, base, base + d, base + 2 * d, 0.6f + 0.05f * t, 0.9f, r.out.data() + t * d});
+          }
+          if (scalar)
+            kernels::scalar::delta_rule(rows.data(), n, d);
+          else
+            kernels::delta_rule(rows.data(), n, d);
+        };
+        Run want;
+        run(want, true);
+        for (Isa isa : test::supported_isas()) {
+          IsaScope scope(isa);
+          Run got;
+          run(got, false);
+          const int64_t len = (n + 1) * d * d;
+          EXPECT_TRUE(std::equal(got.planes, got.planes + len, want.planes))
+              << isa_name(isa) << " d " << d << " n " << n << " chained " << chained;
+          EXPECT_EQ(got.out, want.out) << isa_name(isa) << " d " << d << " n " << n << " chained " << chained;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mtp
