@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
     try {
       if (bench::parse_sweep_flag(o, argc, argv, i)) continue;
       if (a == "--draft-vocab" && i + 1 < argc) {
-        o.draft_vocab = std::stoll(argv[++i]);
+        o.draft_vocab = bench::parse_int(argv[++i]);
         continue;
       }
       if (a == "--trace") {

@@ -5,10 +5,18 @@
 // acceptance the server's counters saw.
 //
 //   server_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2]
-//                [--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max 3] [--extra "ARGS"]
+//                [--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max 3] [--repeat 1]
+//                [--extra "ARGS"]
 //
 // Profiles: off = --spec none; on = --spec mtp (every generating slot drafts); slots1 = --spec mtp
 // --spec-max-drafting-slots 1 (the seed's throttle); auto = --spec mtp --spec-policy auto.
+//
+// --repeat N runs every level N times on every server, in alternating order (forward, then backward, ...).
+// On a shared 2-core machine two identical servers measured one after the other differ by up to 20% (the
+// machine's speed drifts between runs, and the first of a pair is often faster), which buries a 2% effect;
+// each profile's figure relative to MTP off is then the median of the ratios within each repetition (a
+// profile and MTP off measured minutes, not seconds, apart never form a pair), printed with their range.
+// tok/s is all repetitions' tokens over all their seconds.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -34,6 +42,7 @@ using mtp::testing::ServerProcess;
 
 struct Options : mtp::bench::SweepOptions {
   std::string extra;
+  int repeat = 1;
 };
 
 std::string profile_args(const std::string& p, int draft_max) {
@@ -52,9 +61,19 @@ double metric(int port, const std::string& name) {
 }
 
 struct Level {
-  double tok_s = 0;
-  double acceptance = -1;  // accepted / drafted over the level; -1 when nothing was drafted
+  int64_t tokens = 0;
+  double seconds = 0;
+  double drafted = 0, accepted = 0;
   int failures = 0;
+  double tok_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  double acceptance() const { return drafted > 0 ? accepted / drafted : -1.0; }  // -1: nothing drafted
+  void add(const Level& o) {
+    tokens += o.tokens;
+    seconds += o.seconds;
+    drafted += o.drafted;
+    accepted += o.accepted;
+    failures += o.failures;
+  }
 };
 
 Level run_level(int port, int concurrency, const Options& o) {
@@ -84,10 +103,11 @@ Level run_level(int port, int concurrency, const Options& o) {
   for (auto& t : clients) t.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Level l;
-  l.tok_s = static_cast<double>(tokens.load()) / seconds;
+  l.tokens = tokens.load();
+  l.seconds = seconds;
   l.failures = failures.load();
-  const double drafted = metric(port, "mtp_draft_tokens_total") - drafted0;
-  if (drafted > 0) l.acceptance = (metric(port, "mtp_draft_accepted_tokens_total") - accepted0) / drafted;
+  l.drafted = metric(port, "mtp_draft_tokens_total") - drafted0;
+  l.accepted = metric(port, "mtp_draft_accepted_tokens_total") - accepted0;
   return l;
 }
 
@@ -106,17 +126,28 @@ int run(const Options& o) {
   Options warm = o;
   warm.rounds = 1;
   for (const auto& srv : servers) run_level(srv->port(), 1, warm);  // first touch, first measurements
-  std::map<std::string, std::vector<Level>> results;
-  for (size_t li = 0; li < o.levels.size(); ++li) {
-    const int c = o.levels[li];
-    for (size_t j = 0; j < servers.size(); ++j) {
-      const size_t i = (li + j) % servers.size();
-      const std::string& p = o.profiles[i];
-      Level l = run_level(servers[i]->port(), c, o);
-      std::fprintf(stderr, "  c%-2d %-6s %8.2f tok/s%s\n", c, p.c_str(), l.tok_s,
-                   l.failures ? "  (FAILED REQUESTS)" : "");
-      results[p].resize(o.levels.size());
-      results[p][li] = l;
+  const size_t n_prof = servers.size(), n_levels = o.levels.size();
+  std::vector<std::vector<Level>> results(n_prof, std::vector<Level>(n_levels));  // summed over repeats
+  // ratio[i][li]: profile i's tok/s over MTP off's in the same repetition, one entry per repetition.
+  std::vector<std::vector<std::vector<double>>> ratio(n_prof, std::vector<std::vector<double>>(n_levels));
+  const auto off = std::find(o.profiles.begin(), o.profiles.end(), "off");
+  const size_t i_off = static_cast<size_t>(off - o.profiles.begin());
+  for (size_t li = 0; li < n_levels; ++li) {
+    const int c = static_cast<int>(o.levels[li]);
+    for (int rep = 0; rep < std::max(1, o.repeat); ++rep) {
+      std::vector<Level> this_rep(n_prof);
+      for (size_t j = 0; j < n_prof; ++j) {
+        const size_t k = rep % 2 == 0 ? j : n_prof - 1 - j;  // forward, backward, ...
+        const size_t i = (li + k) % n_prof;
+        const Level l = run_level(servers[i]->port(), c, o);
+        std::fprintf(stderr, "  c%-2d %-6s %8.2f tok/s%s\n", c, o.profiles[i].c_str(), l.tok_s(),
+                     l.failures ? "  (FAILED REQUESTS)" : "");
+        results[i][li].add(l);
+        this_rep[i] = l;
+      }
+      if (off != o.profiles.end())
+        for (size_t i = 0; i < n_prof; ++i)
+          ratio[i][li].push_back(this_rep[i].tok_s() / this_rep[i_off].tok_s());
     }
   }
   for (const auto& srv : servers) srv->signal(SIGTERM);
@@ -128,27 +159,35 @@ int run(const Options& o) {
     std::printf("\n|---|");
     for (size_t i = 0; i < o.levels.size(); ++i) std::printf("---:|");
     std::printf("\n");
-    for (const std::string& p : o.profiles) {
-      std::printf("| %s |", p.c_str());
-      for (size_t i = 0; i < o.levels.size(); ++i) cell(p, i);
+    for (size_t p = 0; p < n_prof; ++p) {
+      std::printf("| %s |", o.profiles[p].c_str());
+      for (size_t i = 0; i < n_levels; ++i) cell(p, i);
       std::printf("\n");
     }
   };
-  char title[128];
+  char title[160];
   std::snprintf(title, sizeof title,
-                "Aggregate tok/s (%d-token answers, %d requests per client, -np %d):", o.max_tokens, o.rounds,
-                o.n_slots);
-  table(title, " tok/s", [&](const std::string& p, size_t i) {
-    std::printf(" %.2f%s |", results[p][i].tok_s, results[p][i].failures ? "*" : "");
+                "Aggregate tok/s (%d-token answers, %d requests per client, -np %d, %d repetition%s):",
+                o.max_tokens, o.rounds, o.n_slots, std::max(1, o.repeat), o.repeat > 1 ? "s" : "");
+  table(title, " tok/s", [&](size_t p, size_t i) {
+    std::printf(" %.2f%s |", results[p][i].tok_s(), results[p][i].failures ? "*" : "");
   });
-  if (results.count("off")) {
-    table("Relative to MTP off:", "", [&](const std::string& p, size_t i) {
-      std::printf(" %+.1f%% |", 100.0 * (results[p][i].tok_s / results["off"][i].tok_s - 1.0));
-    });
+  if (off != o.profiles.end()) {
+    table(o.repeat > 1 ? "Relative to MTP off (median of the repetitions' ratios [lowest, highest]):"
+                       : "Relative to MTP off:",
+          "", [&](size_t p, size_t i) {
+            std::vector<double> r = ratio[p][i];
+            std::sort(r.begin(), r.end());
+            const size_t m = r.size();
+            const double med = m % 2 == 1 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2]);
+            std::printf(" %+.1f%%", 100.0 * (med - 1.0));
+            if (m > 1) std::printf(" [%+.1f, %+.1f]", 100.0 * (r.front() - 1.0), 100.0 * (r.back() - 1.0));
+            std::printf(" |");
+          });
   }
-  table("Draft acceptance (accepted / drafted; - = no drafting):", "", [&](const std::string& p, size_t i) {
-    const Level& l = results[p][i];
-    l.acceptance < 0 ? std::printf(" - |") : std::printf(" %.3f |", l.acceptance);
+  table("Draft acceptance (accepted / drafted; - = no drafting):", "", [&](size_t p, size_t i) {
+    const double a = results[p][i].acceptance();
+    a < 0 ? std::printf(" - |") : std::printf(" %.3f |", a);
   });
   return 0;
 }
@@ -165,11 +204,16 @@ int main(int argc, char** argv) {
         o.extra = argv[++i];
         continue;
       }
+      if (a == "--repeat" && i + 1 < argc) {
+        o.repeat = static_cast<int>(mtp::bench::parse_int(argv[++i]));
+        if (o.repeat < 1) throw std::invalid_argument("must be at least 1");
+        continue;
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "server_sweep: %s: %s\n", a.c_str(), e.what());
       return 2;
     }
-    std::fprintf(stderr, "usage: server_sweep %s [--extra \"ARGS\"]\n", mtp::bench::kSweepUsage);
+    std::fprintf(stderr, "usage: server_sweep %s [--repeat N] [--extra \"ARGS\"]\n", mtp::bench::kSweepUsage);
     return 2;
   }
   if (o.model.empty()) {

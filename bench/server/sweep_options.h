@@ -34,6 +34,19 @@ inline std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// `v` as a whole number, or an error naming it ("12x" and "" are errors, not 12 and 0).
+inline int64_t parse_int(const std::string& v) {
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) throw std::invalid_argument("'" + v + "' is not a whole number");
+  return n;
+}
+
 // Takes argv[i] and its value when argv[i] is one of the shared flags (i then points at the value) and
 // returns true; false for any other argument. A shared flag without a value or with a malformed number
 // throws.
@@ -46,22 +59,22 @@ inline bool parse_sweep_flag(SweepOptions& o, int argc, char** argv, int& i) {
   if (a == "-m")
     o.model = value();
   else if (a == "-np")
-    o.n_slots = std::stoi(value());
+    o.n_slots = static_cast<int>(parse_int(value()));
   else if (a == "-c")
-    o.n_ctx = std::stoll(value());
+    o.n_ctx = parse_int(value());
   else if (a == "-t")
-    o.threads = std::stoi(value());
+    o.threads = static_cast<int>(parse_int(value()));
   else if (a == "--max-tokens")
-    o.max_tokens = std::stoi(value());
+    o.max_tokens = static_cast<int>(parse_int(value()));
   else if (a == "--rounds")
-    o.rounds = std::stoi(value());
+    o.rounds = static_cast<int>(parse_int(value()));
   else if (a == "--draft-max")
-    o.draft_max = std::stoi(value());
+    o.draft_max = static_cast<int>(parse_int(value()));
   else if (a == "--profiles")
     o.profiles = split_list(value());
   else if (a == "--levels") {
     o.levels.clear();
-    for (const std::string& s : split_list(value())) o.levels.push_back(std::stoll(s));
+    for (const std::string& s : split_list(value())) o.levels.push_back(parse_int(s));
   } else {
     return false;
   }
