@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (a == "--repeat" && i + 1 < argc) {
-        o.repeat = static_cast<int>(mtp::bench::parse_int(argv[++i]));
+        o.repeat = mtp::bench::parse_int32(argv[++i]);
         if (o.repeat < 1) throw std::invalid_argument("must be at least 1");
         continue;
       }

@@ -34,8 +34,8 @@ inline std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// `v` as a whole number, or an error naming it ("12x" and "" are errors, not 12 and 0).
-inline int64_t parse_int(const std::string& v) {
+// `v` as a whole number in [lo, hi], or an error naming it ("12x" and "" are errors, not 12 and 0).
+inline int64_t parse_int(const std::string& v, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
   size_t used = 0;
   int64_t n = 0;
   try {
@@ -44,7 +44,12 @@ inline int64_t parse_int(const std::string& v) {
     used = 0;
   }
   if (used == 0 || used != v.size()) throw std::invalid_argument("'" + v + "' is not a whole number");
+  if (n < lo || n > hi) throw std::invalid_argument("'" + v + "' is out of range");
   return n;
+}
+// The same for an int field.
+inline int parse_int32(const std::string& v) {
+  return static_cast<int>(parse_int(v, INT32_MIN, INT32_MAX));
 }
 
 // Takes argv[i] and its value when argv[i] is one of the shared flags (i then points at the value) and
@@ -59,17 +64,17 @@ inline bool parse_sweep_flag(SweepOptions& o, int argc, char** argv, int& i) {
   if (a == "-m")
     o.model = value();
   else if (a == "-np")
-    o.n_slots = static_cast<int>(parse_int(value()));
+    o.n_slots = parse_int32(value());
   else if (a == "-c")
     o.n_ctx = parse_int(value());
   else if (a == "-t")
-    o.threads = static_cast<int>(parse_int(value()));
+    o.threads = parse_int32(value());
   else if (a == "--max-tokens")
-    o.max_tokens = static_cast<int>(parse_int(value()));
+    o.max_tokens = parse_int32(value());
   else if (a == "--rounds")
-    o.rounds = static_cast<int>(parse_int(value()));
+    o.rounds = parse_int32(value());
   else if (a == "--draft-max")
-    o.draft_max = static_cast<int>(parse_int(value()));
+    o.draft_max = parse_int32(value());
   else if (a == "--profiles")
     o.profiles = split_list(value());
   else if (a == "--levels") {
