@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "kernels/vec.h"
 #include "model/reference_ops.h"
 #include "quant/blocks.h"
@@ -34,8 +35,15 @@ const float* f32_of(Workspace& ws, const TensorView& t) {
   return it->second.data();
 }
 
-// Output row ranges of this many rows are one work item of the expert products.
-constexpr int64_t kExpertChunk = 64;
+// Output rows per work item of the expert products (`active` experts with rows, `n_mats` matrices of `n_out`
+// rows each): about 4 items per thread over the whole call, whole tiles, at most a matrix. Few large items
+// rather than many small ones: an item starting on a new range of weights restarts the memory stream and pays
+// the call's fixed costs. Measured at 2 threads on the 35B-A3B widths, one decode row (8 experts: whole
+// 2048x512 matrices per item instead of 64-row pieces) 3% less time per step, a 4-row verify batch 7% less.
+int64_t expert_chunk(int64_t active, int64_t n_mats, int64_t n_out, int n_threads) {
+  const int64_t per_item = active * n_mats * n_out / (4 * static_cast<int64_t>(n_threads));
+  return std::min(n_out, std::max(kernels::kPackRows, per_item / kernels::kPackRows * kernels::kPackRows));
+}
 
 struct Pass {
   const Qwen35MoeConfig& c;
@@ -435,8 +443,11 @@ void moe(Pass& p, const MoeWeights& w) {
                          const kernels::PreparedActivations& acts, const int32_t* rows,
                          std::initializer_list<float*> ys) {
     const TensorView& t0 = **ts.begin();
-    const int64_t n_out = t0.ne[1], chunks = (n_out + kExpertChunk - 1) / kExpertChunk;
-    const int64_t n_mats = static_cast<int64_t>(ts.size());
+    const int64_t n_out = t0.ne[1], n_mats = static_cast<int64_t>(ts.size());
+    int64_t active = 0;
+    for (int64_t e = 0; e < n_exp; ++e) active += offset[e + 1] > offset[e];
+    const int64_t chunk = expert_chunk(active, n_mats, n_out, p.pool.size());
+    const int64_t chunks = (n_out + chunk - 1) / chunk;
     std::vector<int32_t>& items = ws.items;
     items.clear();
     for (int64_t e = 0; e < n_exp; ++e)
@@ -446,7 +457,7 @@ void moe(Pass& p, const MoeWeights& w) {
     p.pool.parallel_for(items.size(), [&](size_t it, int) {
       const int64_t e = items[it] / (n_mats * chunks), rest = items[it] % (n_mats * chunks);
       const int64_t m = rest / chunks, ch = rest % chunks;
-      const int64_t o0 = ch * kExpertChunk, o1 = std::min(n_out, o0 + kExpertChunk);
+      const int64_t o0 = ch * chunk, o1 = std::min(n_out, o0 + chunk);
       const TensorView& t = *ts.begin()[m];
       MTP_CHECK(t.ne[1] == n_out && t.type == t0.type);
       MatrixView we = mat(t);
