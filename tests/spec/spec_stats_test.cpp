@@ -288,8 +288,8 @@ TEST(DraftPolicy, AutoIgnoresGainsWithinTheMargin) {
 }
 
 // Catch-up rows ride in the first draft pass. The steady-state ones (last round's accepted drafts) count
-// against drafting; a long backlog (a stretch without drafting) is paid once and does not keep a slot from
-// ever drafting again.
+// against drafting; a long backlog (a stretch without drafting) is paid once, spread over the steps a
+// drafting stretch lasts at least: it does not keep a slot alone from drafting again.
 TEST(DraftPolicy, AutoCountsSteadyCatchUpRowsOnly) {
   PolicyOptions o;
   o.kind = PolicyKind::kAuto;
@@ -307,6 +307,24 @@ TEST(DraftPolicy, AutoCountsSteadyCatchUpRowsOnly) {
   for (int i = 0; i < 200; ++i) sure.observe(1, 1);
   EXPECT_EQ(dear.choose(std::vector<SlotDemand>{{1, &sure, 0}}), (std::vector<int32_t>{1}));
   EXPECT_EQ(dear.choose(std::vector<SlotDemand>{{1, &sure, 5}}), (std::vector<int32_t>{0}));
+}
+
+// Four slots where drafting one token each promises ~10% over plain decoding: they draft with a round's
+// catch-up rows, but not when each would first run a 64-row backlog through the MTP block for one step's
+// gain.
+TEST(DraftPolicy, AutoDoesNotRestartDraftingForASmallGainOverALongBacklog) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int rep = 0; rep < 3; ++rep)  // plain steps measured often enough to price themselves
+    for (int64_t r = 1; r <= 16; ++r) p.observe_trunk(r, 0, 0, 0.030 + 0.002 * static_cast<double>(r));
+  for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.003 + 0.001 * static_cast<double>(r));
+  const AcceptanceTracker a = tracker_at(0.6);
+  for (int32_t k : p.choose(std::vector<SlotDemand>(4, SlotDemand{3, &a, 1}))) EXPECT_GT(k, 0);
+  EXPECT_EQ(p.choose(std::vector<SlotDemand>(4, SlotDemand{3, &a, 64})), (std::vector<int32_t>(4, 0)));
+  // One slot with a large expected gain restarts over the same backlog.
+  const AcceptanceTracker high = tracker_at(0.9);
+  EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &high, 64}})[0], 0);
 }
 
 // The engine-wide acceptance is where a new request's estimate starts and where an idle slot's drifts: a
