@@ -156,7 +156,7 @@ EngineOptions engine_options(const Options& o, const std::string& profile, const
 
 Status run(const Options& o) {
   ThreadPool pool(o.threads);
-  MTP_ASSIGN_OR_RETURN(Model model, Model::load(o.model));
+  MTP_ASSIGN_OR_RETURN(Model model, Model::load(o.model, &pool));
   MTP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::create(model.vocab()));
   std::vector<std::unique_ptr<Engine>> engines;
   for (const std::string& p : o.profiles) {

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "base/check.h"
+#include "base/thread_pool.h"
 #include "kernels/pack.h"
 #include "model/qwen35moe_tensors.h"
 #include "tokenizer/gguf_vocab.h"
@@ -45,16 +46,16 @@ Status check_head(const Qwen35MoeConfig& tc, const Metadata& trunk_md, const Ggu
 
 }  // namespace
 
-Expected<Model> Model::load(const std::string& path) {
+Expected<Model> Model::load(const std::string& path, ThreadPool* pool) {
   MTP_ASSIGN_OR_RETURN(Model m, load_unpacked(path));
-  m.pack_weights();
+  m.pack_weights(pool);
   return m;
 }
 
-Expected<Model> Model::load(const std::string& path, const std::string& head_path) {
+Expected<Model> Model::load(const std::string& path, const std::string& head_path, ThreadPool* pool) {
   MTP_ASSIGN_OR_RETURN(Model m, load_unpacked(path));
   if (head_path.empty()) {
-    m.pack_weights();
+    m.pack_weights(pool);
     return m;
   }
   MTP_ASSIGN_OR_RETURN(GgufFile head, GgufFile::open(head_path));
@@ -80,7 +81,7 @@ Expected<Model> Model::load(const std::string& path, const std::string& head_pat
   m.weights_.mtp = *mtp;
   m.config_.n_nextn = 1;
   m.head_file_.emplace(std::move(head));
-  m.pack_weights();
+  m.pack_weights(pool);
   return m;
 }
 
@@ -143,7 +144,7 @@ bool Model::packing_enabled() {
   return env == nullptr || std::string(env) != "0";
 }
 
-void Model::pack_weights() {
+void Model::pack_weights(ThreadPool* pool) {
   if (!packing_enabled()) return;
   // Every matrix the engine's forward multiplies by (vectors and row lookups stay as they are).
   std::vector<TensorView*> mats;
@@ -188,15 +189,37 @@ void Model::pack_weights() {
   // misses while streaming weights at decode.
   madvise(packed_.get(), static_cast<size_t>(total), MADV_HUGEPAGE);
   packed_bytes_ = total;
+  // Pieces of about kPackPieceBytes (whole tiles: a tile packs on its own), spread over the pool: most of a
+  // load's time is the kernel zeroing the fresh pages each piece writes first, which runs on the faulting
+  // thread (one thread: ~18 s for 4.2 GB on a VM whose host backs memory lazily).
+  constexpr int64_t kPackPieceBytes = int64_t{8} << 20;
+  struct Piece {
+    const TensorView* t;
+    int64_t offset, row0, rows;
+  };
+  std::vector<Piece> pieces;
   for (size_t i = 0; i < sources.size(); ++i) {
-    const TensorView& t =
-        **std::find_if(mats.begin(), mats.end(), [&](const TensorView* u) { return u->data == sources[i]; });
-    kernels::pack_matrix(matrix(t), packed_.get() + offsets[i]);
-    // The engine no longer reads these pages: let them leave the resident set.
-    const uint64_t bytes = static_cast<uint64_t>(t.n_rows() * t.row_bytes());
-    if (file_) file_->release_pages(t.data, bytes);
-    if (head_file_) head_file_->release_pages(t.data, bytes);
+    const TensorView* t =
+        *std::find_if(mats.begin(), mats.end(), [&](const TensorView* u) { return u->data == sources[i]; });
+    const int64_t tile_bytes = kernels::kPackRows * t->row_bytes();
+    const int64_t step = std::max<int64_t>(1, kPackPieceBytes / tile_bytes) * kernels::kPackRows;
+    for (int64_t r = 0; r < t->n_rows(); r += step)
+      pieces.push_back({t, offsets[i], r, std::min(step, t->n_rows() - r)});
   }
+  auto pack_piece = [&](size_t i, int) {
+    const Piece& p = pieces[i];
+    const int64_t off = p.row0 * p.t->row_bytes(), bytes = p.rows * p.t->row_bytes();
+    const uint8_t* src = p.t->data + off;
+    kernels::pack_matrix(kernels::MatrixView::contiguous(p.t->type, src, p.t->ne[0], p.rows),
+                         packed_.get() + p.offset + off);
+    // The engine no longer reads these pages: let them leave the resident set.
+    if (file_) file_->release_pages(src, static_cast<uint64_t>(bytes));
+    if (head_file_) head_file_->release_pages(src, static_cast<uint64_t>(bytes));
+  };
+  if (pool != nullptr)
+    pool->parallel_for(pieces.size(), pack_piece);
+  else
+    for (size_t i = 0; i < pieces.size(); ++i) pack_piece(i, 0);
   for (TensorView* t : mats) {
     const auto it = std::find(sources.begin(), sources.end(), t->data);
     if (it != sources.end()) t->packed = packed_.get() + offsets[static_cast<size_t>(it - sources.begin())];

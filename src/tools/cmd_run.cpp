@@ -119,7 +119,7 @@ Status run(const RunArgs& a) {
     return invalid_argument("--spec must be none or mtp, got '", a.spec, "'");
   if (!a.head.empty() && a.spec != "mtp") return invalid_argument("--head needs --spec mtp");
   ThreadPool pool(a.threads);
-  MTP_ASSIGN_OR_RETURN(Model model, Model::load(a.model, a.head));
+  MTP_ASSIGN_OR_RETURN(Model model, Model::load(a.model, a.head, &pool));
   if (model.vocab().tokens.empty()) return unsupported(a.model, ": the file has no tokenizer");
   MTP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::create(model.vocab()));
   EncodeOptions enc;

@@ -216,7 +216,7 @@ int serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ThreadPool pool(a.threads);
-  auto model = Model::load(a.model);
+  auto model = Model::load(a.model, &pool);
   if (!model.ok()) return fail(model.status());
   if (model->vocab().tokens.empty()) return fail(unsupported(a.model, ": the file has no tokenizer"));
   auto tok = Tokenizer::create(model->vocab());

@@ -70,6 +70,15 @@ TEST_P(PackTypes, UnpackRestoresEveryRowByteForByte) {
     std::vector<uint8_t> tile(static_cast<size_t>(16 * rb));
     kernels::pack_tile(m.view(), 16, tile.data());
     EXPECT_EQ(0, std::memcmp(tile.data(), p.bytes.data() + 16 * rb, tile.size()));
+    // Whole-tile row ranges packed on their own, each at its byte offset (as the loader packs in parallel
+    // pieces), give the whole matrix's packing.
+    std::vector<uint8_t> pieces(p.bytes.size());
+    for (int64_t r0 : {0, 16}) {
+      const int64_t rows = r0 == 0 ? 16 : n_out - 16;
+      kernels::pack_matrix(MatrixView::contiguous(type, m.bytes.data() + r0 * rb, n_in, rows),
+                           pieces.data() + r0 * rb);
+    }
+    EXPECT_EQ(pieces, p.bytes) << n_in;
   }
 }
 

@@ -241,12 +241,16 @@ TEST(Engine, PackedWeightsChangeNoBit) {
   unsetenv("MTP_PACK");
   EXPECT_EQ(plain.packed_bytes(), 0);
   ThreadPool pool(2);
+  // Packed in pieces on a pool's threads: the same model.
+  auto pooled = Model::load(model_path("w_iq4_xs"), &pool);
+  ASSERT_TRUE(pooled.ok()) << pooled.status().message();
+  EXPECT_EQ(pooled->packed_bytes(), packed.packed_bytes());
   const std::vector<int32_t> prompt = tokens(12, packed.config().n_vocab, 4);
   for (size_t chunk : {size_t{12}, size_t{1}}) {
-    Memory m1 = make_memory(packed), m2 = make_memory(plain);
-    EXPECT_EQ(run_engine(packed, m1, *m1.seq_create(), prompt, chunk, pool),
-              run_engine(plain, m2, *m2.seq_create(), prompt, chunk, pool))
-        << "chunk " << chunk;
+    Memory m1 = make_memory(packed), m2 = make_memory(plain), m3 = make_memory(*pooled);
+    const auto want = run_engine(plain, m2, *m2.seq_create(), prompt, chunk, pool);
+    EXPECT_EQ(run_engine(packed, m1, *m1.seq_create(), prompt, chunk, pool), want) << "chunk " << chunk;
+    EXPECT_EQ(run_engine(*pooled, m3, *m3.seq_create(), prompt, chunk, pool), want) << "chunk " << chunk;
   }
 }
 

@@ -15,6 +15,8 @@
 
 namespace mtp {
 
+class ThreadPool;
+
 // Optional hyperparameters that Qwen35MoeConfig does not carry (qwen35moe.md section 1); absent in the
 // 35B-A3B files, so their defaults leave the math as written in sections 3-4.
 struct ModelParams {
@@ -31,12 +33,14 @@ class Model {
 
   // Maps and validates `path`: architecture qwen35moe, hyperparameters, every tensor of the table (name,
   // shape, type). Errors name the file and, for tensors, the tensor with its expected and actual shape/type.
-  static Expected<Model> load(const std::string& path);
+  // With `pool`, the weights are repacked (below) on its threads.
+  static Expected<Model> load(const std::string& path, ThreadPool* pool = nullptr);
   // The same, drafting with the MTP block of `head_path` (a head-only file from `mtp extract-head`, or any
   // qwen35moe file with an MTP block) instead of the model's own; empty: the model's own. The head must
   // match the model: widths, attention and expert shapes, RoPE, vocabulary size and tokenizer; each
   // mismatch is refused with both values named.
-  static Expected<Model> load(const std::string& path, const std::string& head_path);
+  static Expected<Model> load(const std::string& path, const std::string& head_path,
+                              ThreadPool* pool = nullptr);
 
   // A model over weights the caller owns (tests build tiny models in memory this way); the views must
   // outlive the model.
@@ -64,7 +68,7 @@ class Model {
  private:
   Model() = default;
   static Expected<Model> load_unpacked(const std::string& path);
-  void pack_weights();
+  void pack_weights(ThreadPool* pool = nullptr);
 
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
