@@ -110,6 +110,7 @@ Status validate(ServeArgs& a) {
       return invalid_argument("--spec-type: only draft-mtp and none are supported, got '", a.spec_type, "'");
     }
   }
+  if (!a.head.empty() && a.spec != "mtp") return invalid_argument("--head needs --spec mtp");
   if (a.draft_max < 0 || a.draft_min < 0 || a.draft_min > std::max(a.draft_max, 0))
     return invalid_argument("--draft-max/--draft-min: need 0 <= min <= max, got ", a.draft_min, ", ",
                             a.draft_max);
@@ -216,7 +217,7 @@ int serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ThreadPool pool(a.threads);
-  auto model = Model::load(a.model, &pool);
+  auto model = Model::load(a.model, a.head, &pool);
   if (!model.ok()) return fail(model.status());
   if (model->vocab().tokens.empty()) return fail(unsupported(a.model, ": the file has no tokenizer"));
   auto tok = Tokenizer::create(model->vocab());

@@ -2,6 +2,10 @@
 // on the bundled model (models/example.gguf: tiny, structured, with an MTP head), over loopback HTTP.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <regex>
 #include <thread>
@@ -281,6 +285,39 @@ TEST(ServeTest, SigtermWhileStreaming) {
   EXPECT_TRUE(last.contains("error") || !last["choices"][0]["finish_reason"].is_null()) << last.dump();
   EXPECT_EQ(srv.wait(30), 0);
   EXPECT_THROW(HttpConnection{port}, std::runtime_error);
+}
+
+// The seed's graft scenario served: a trunk without an MTP block drafts with a head-only file (`--head`, or
+// llama-server's `-md`), and /props names it.
+TEST(ServeTest, DraftsWithAHeadFile) {
+  char dir_template[] = "/tmp/mtp_serve_head_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, trunk = dir + "/trunk.gguf", head = dir + "/head.gguf";
+  // The bundled model's recipe without --mtp (models/README.md), and the bundled model's block on its own.
+  ASSERT_EQ(run_mtp("synth --shape tiny --type q8_0 --structured 1.75 --seed 1 -o " + trunk).exit_code, 0);
+  ASSERT_EQ(run_mtp("extract-head models/example.gguf -o " + head).exit_code, 0);
+  CommandResult r = run_mtp("serve -m " + trunk + " --spec mtp", true);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("MTP block"), std::string::npos) << r.output;
+  r = run_mtp("serve -m " + trunk + " --head " + head, true);  // a head without drafting: a usage error
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--head needs --spec mtp"), std::string::npos) << r.output;
+  {
+    ServerProcess srv("-m " + trunk + " -t 2 -np 1 --spec-type draft-mtp -md " + head);
+    Json props = Json::parse(http_get(srv.port(), "/props").body);
+    EXPECT_EQ(props["speculative"]["head"], head);
+    const Json body = {
+        {"prompt", "The quick brown fox"}, {"max_tokens", 24}, {"ignore_eos", true}, {"temperature", 0}};
+    const Json j = post_json(srv.port(), "/v1/completions", body);
+    EXPECT_EQ(j["usage"]["completion_tokens"], 24);
+    EXPECT_GT(metric(srv.port(), "mtp_draft_tokens_total"), 0);
+    EXPECT_GT(metric(srv.port(), "mtp_draft_accepted_tokens_total"), 0);
+    srv.signal(SIGTERM);
+    EXPECT_EQ(srv.wait(30), 0);
+  }
+  std::remove(trunk.c_str());
+  std::remove(head.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(ServeTest, FlagErrors) {
