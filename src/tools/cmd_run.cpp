@@ -6,8 +6,8 @@
 //
 // --dump-logits FILE writes raw little-endian float32 logits, one row of n_vocab per position: the prompt's
 // positions first, then one row per generated token (the logits after feeding it). A run that generates G
-// tokens writes (n_prompt + G) * n_vocab floats; G < N only when EOS stops it (EOS itself is neither printed
-// nor fed).
+// tokens writes (n_prompt + G) * n_vocab floats; G < N only when EOS or an end-of-turn token stops it, as in
+// the engine (that token is neither printed nor fed).
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -22,6 +22,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
+#include "spec_args.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::tools {
@@ -115,9 +116,12 @@ Status run(const RunArgs& a) {
   if (!(a.sampler.top_p > 0.0f && a.sampler.top_p <= 1.0f))
     return invalid_argument("--top-p must be in (0, 1]");
 
-  if (a.spec != "none" && a.spec != "mtp")
-    return invalid_argument("--spec must be none or mtp, got '", a.spec, "'");
-  if (!a.head.empty() && a.spec != "mtp") return invalid_argument("--head needs --spec mtp");
+  if (!(a.sampler.min_p >= 0.0f && a.sampler.min_p <= 1.0f))
+    return invalid_argument("--min-p must be in [0, 1]");
+  MTP_RETURN_IF_ERROR(
+      check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file, a.cache_type_k, a.cache_type_v));
+  if (a.reference && (a.cache_type_k != "f32" || a.cache_type_v != "f32"))
+    return invalid_argument("--cache-type-k/-v are the engine's; --reference keeps its cache in f32");
   ThreadPool pool(a.threads);
   MTP_ASSIGN_OR_RETURN(Model model, Model::load(a.model, a.head, &pool));
   if (model.vocab().tokens.empty()) return unsupported(a.model, ": the file has no tokenizer");
@@ -152,6 +156,8 @@ Status run(const RunArgs& a) {
     mo.n_seq = 1;
     mo.n_snapshots = 0;  // plain decoding never rolls back
     mo.mtp = false;
+    MTP_ASSIGN_OR_RETURN(mo.cache_type_k, kv_cache_type_from_name(a.cache_type_k));
+    MTP_ASSIGN_OR_RETURN(mo.cache_type_v, kv_cache_type_from_name(a.cache_type_v));
     MTP_ASSIGN_OR_RETURN(Memory m, Memory::create(model.config(), mo));
     memory.emplace(std::move(m));
     MTP_ASSIGN_OR_RETURN(seq, memory->seq_create());
@@ -194,12 +200,13 @@ Status run(const RunArgs& a) {
   // Generation. Ids past the tokenizer's table (padding rows of the embedding) are never sampled.
   const size_t n_sample = std::min<size_t>(out.logits.size(), static_cast<size_t>(tok.n_tokens()));
   Sampler sampler(a.sampler);
+  const std::vector<int32_t> end_tokens = default_end_tokens(model.vocab());  // as the engine stops
   StreamDecoder decoder(tok);
   int64_t n_gen = 0;
   Timer gen_timer;
   while (n_gen < a.n_predict) {
     const int32_t id = sampler.sample(std::span<const float>(out.logits).first(n_sample));
-    if (!a.ignore_eos && tok.eos() && id == *tok.eos()) break;
+    if (!a.ignore_eos && std::find(end_tokens.begin(), end_tokens.end(), id) != end_tokens.end()) break;
     ++n_gen;
     const std::string text = decoder.push(id);
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -240,6 +247,9 @@ CommandRunner register_run(CLI::App& app) {
   cmd->add_option("--top-k", a->sampler.top_k, "Keep the k most likely tokens; 0 = all")
       ->capture_default_str();
   cmd->add_option("--top-p", a->sampler.top_p, "Nucleus: keep the smallest set with this much probability")
+      ->capture_default_str();
+  cmd->add_option("--min-p", a->sampler.min_p,
+                  "Keep tokens at least this probable relative to the most likely one; 0 = no cut")
       ->capture_default_str();
   cmd->add_option("--seed", a->sampler.seed, "Sampling seed; the same seed gives the same tokens")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/server.h"
+#include "spec_args.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef MTP_VERSION
@@ -63,6 +65,7 @@ struct ServeArgs {
   bool log_requests = false;
   // Accepted for compatibility; reported.
   std::vector<std::string> notices;
+  std::string env_error;  // a malformed environment setting, refused like a bad flag
 };
 
 Expected<std::string> read_text(const std::string& path) {
@@ -97,6 +100,7 @@ Expected<chat::ChatTemplate> load_template(const ServeArgs& a, const Model& mode
 }
 
 Status validate(ServeArgs& a) {
+  if (!a.env_error.empty()) return invalid_argument(a.env_error);
   if (a.n_slots < 1) return invalid_argument("-np must be >= 1, got ", a.n_slots);
   if (a.n_ctx < 2) return invalid_argument("-c must be >= 2, got ", a.n_ctx);
   if (a.n_batch < 1 || a.n_ubatch < 1) return invalid_argument("-b and -ub must be >= 1");
@@ -110,7 +114,8 @@ Status validate(ServeArgs& a) {
       return invalid_argument("--spec-type: only draft-mtp and none are supported, got '", a.spec_type, "'");
     }
   }
-  if (!a.head.empty() && a.spec != "mtp") return invalid_argument("--head needs --spec mtp");
+  MTP_RETURN_IF_ERROR(
+      check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file, a.cache_type_k, a.cache_type_v));
   if (a.draft_max < 0 || a.draft_min < 0 || a.draft_min > std::max(a.draft_max, 0))
     return invalid_argument("--draft-max/--draft-min: need 0 <= min <= max, got ", a.draft_min, ", ",
                             a.draft_max);
@@ -120,9 +125,12 @@ Status validate(ServeArgs& a) {
   if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) return invalid_argument("--top-p must be in (0, 1]");
   if (!(a.min_p >= 0.0f && a.min_p <= 1.0f)) return invalid_argument("--min-p must be in [0, 1]");
   if (a.n_predict == 0 || a.n_predict < -1) return invalid_argument("-n must be -1 (no limit) or >= 1");
-  if (a.max_queue < 1) return invalid_argument("--queue must be >= 1");
+  // The HTTP pool holds a thread per queued request.
+  if (a.max_queue < 1 || a.max_queue > 4096)
+    return invalid_argument("--queue must be in 1..4096, got ", a.max_queue);
   if (a.max_body < 1024) return invalid_argument("--max-body must be >= 1024 bytes");
-  if (a.shutdown_timeout < 0) return invalid_argument("--shutdown-timeout must be >= 0");
+  if (!(a.shutdown_timeout >= 0 && a.shutdown_timeout <= 86400))
+    return invalid_argument("--shutdown-timeout must be in 0..86400 s");
   return Status::Ok();
 }
 
@@ -436,8 +444,16 @@ CommandRunner register_serve(CLI::App& app) {
   cmd->allow_extras();
   return [cmd] {
     ServeArgs a;
-    if (const char* env = std::getenv("LLAMA_SPEC_MAX_DRAFTING_SLOTS"); env != nullptr && *env != '\0')
-      a.max_drafting_slots = std::atoi(env);
+    if (const char* env = std::getenv("LLAMA_SPEC_MAX_DRAFTING_SLOTS"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      errno = 0;
+      const long v = std::strtol(env, &end, 10);
+      if (*end != '\0' || errno != 0 || v < -1 || v > 1 << 20)
+        a.env_error =
+            std::string("LLAMA_SPEC_MAX_DRAFTING_SLOTS='") + env + "' is not a slot count (-1 or more)";
+      else
+        a.max_drafting_slots = static_cast<int>(v);
+    }
     CLI::App inner{
         "OpenAI-compatible HTTP server with continuous batching and MTP speculative decoding. "
         "llama-server's spellings are accepted (-np, -ub, -md, --spec-type draft-mtp, "

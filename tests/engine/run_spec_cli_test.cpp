@@ -36,6 +36,14 @@ TEST(RunSpecCli, BadFlagsAreUsageErrors) {
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-max 2 --draft-min 3").exit_code, 2);
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-p-min 1.5").exit_code, 2);
   EXPECT_EQ(run_mtp(base + "--head models/example.gguf").exit_code, 2);  // --head needs --spec mtp
+  EXPECT_EQ(run_mtp(base + "--draft-vocab 64").exit_code, 2);            // --draft-vocab needs --spec mtp
+  EXPECT_EQ(run_mtp(base + "--spec mtp --draft-vocab-file ids.txt").exit_code, 2);  // and a count
+  EXPECT_EQ(run_mtp(base + "--min-p 1.5").exit_code, 2);
+  EXPECT_EQ(run_mtp(base + "--reference --cache-type-k q8_0").exit_code, 2);
+  // Refused before the model is opened.
+  auto early = run_mtp("run -m /nonexistent.gguf -p hi --cache-type-v q3", true);
+  EXPECT_EQ(early.exit_code, 2);
+  EXPECT_NE(early.output.find("--cache-type-v"), std::string::npos) << early.output;
   auto missing = run_mtp(base + "--spec mtp --head /nonexistent.gguf", true);
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("/nonexistent.gguf"), std::string::npos) << missing.output;

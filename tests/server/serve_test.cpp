@@ -299,7 +299,7 @@ TEST(ServeTest, DraftsWithAHeadFile) {
   CommandResult r = run_mtp("serve -m " + trunk + " --spec mtp", true);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("MTP block"), std::string::npos) << r.output;
-  r = run_mtp("serve -m " + trunk + " --head " + head, true);  // a head without drafting: a usage error
+  r = run_mtp("serve -m /nonexistent.gguf --head " + head, true);  // a head without drafting: refused first
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--head needs --spec mtp"), std::string::npos) << r.output;
   {
@@ -329,6 +329,24 @@ TEST(ServeTest, FlagErrors) {
   r = run_mtp("serve -m models/example.gguf --spec-type ngram", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("draft-mtp"), std::string::npos) << r.output;
+  // Flags that need drafting, bad cache types and limits are refused before the model is opened.
+  for (const char* bad :
+       {"--draft-vocab 64", "--spec mtp --draft-vocab-file ids.txt", "--spec mtp --draft-vocab -1",
+        "--cache-type-k q3", "--queue 100000", "--shutdown-timeout 1e300"}) {
+    r = run_mtp(std::string("serve -m models/no-such-file.gguf ") + bad, true);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_EQ(r.output.find("no-such-file"), std::string::npos) << bad << ": " << r.output;
+  }
+  r = run_mtp("serve -m models/no-such-file.gguf --draft-vocab 64", true);
+  EXPECT_NE(r.output.find("--draft-vocab needs --spec mtp"), std::string::npos) << r.output;
+  r = run_mtp("serve -m models/no-such-file.gguf --draft-vocab-file ids.txt --spec mtp", true);
+  EXPECT_NE(r.output.find("--draft-vocab-file needs --draft-vocab N"), std::string::npos) << r.output;
+  // A malformed LLAMA_SPEC_MAX_DRAFTING_SLOTS is an error, not "never draft".
+  setenv("LLAMA_SPEC_MAX_DRAFTING_SLOTS", "one", 1);
+  r = run_mtp("serve -m models/example.gguf --spec mtp --port 70000", true);  // (exits even if ignored)
+  unsetenv("LLAMA_SPEC_MAX_DRAFTING_SLOTS");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("LLAMA_SPEC_MAX_DRAFTING_SLOTS='one'"), std::string::npos) << r.output;
   r = run_mtp("serve -m models/no-such-file.gguf", true);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("no-such-file.gguf"), std::string::npos) << r.output;

@@ -31,6 +31,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_mtp("inspect").exit_code, 2);
   EXPECT_EQ(run_mtp("inspect --bogus models/example.gguf").exit_code, 2);
   EXPECT_EQ(run_mtp("synth --type q9_9 -o /tmp/never.gguf").exit_code, 2);
+  EXPECT_EQ(run_mtp("synth --layers 0 -o /tmp/never.gguf").exit_code, 2);  // not "the shape's default"
 }
 
 TEST(Cli, RuntimeErrorsExitOneWithAOneLineMessageNamingTheFile) {

@@ -1,0 +1,32 @@
+// Checks of the speculation and cache flags `mtp run` and `mtp serve` share, done before the model loads
+// (a typo should not cost a multi-gigabyte load first).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "model/memory.h"
+
+namespace mtp::tools {
+
+// --spec, --head, --draft-vocab(-file) and --cache-type-k/-v together: flags that only mean something with
+// MTP drafting are refused without it rather than silently ignored.
+inline Status check_spec_args(const std::string& spec, const std::string& head, int64_t draft_vocab,
+                              const std::string& draft_vocab_file, const std::string& cache_type_k,
+                              const std::string& cache_type_v) {
+  if (spec != "none" && spec != "mtp")
+    return invalid_argument("--spec must be none or mtp, got '", spec, "'");
+  if (!head.empty() && spec != "mtp") return invalid_argument("--head needs --spec mtp");
+  if (draft_vocab < 0) return invalid_argument("--draft-vocab must be >= 0, got ", draft_vocab);
+  if (!draft_vocab_file.empty() && draft_vocab == 0)
+    return invalid_argument("--draft-vocab-file needs --draft-vocab N (how many of its ids to draft over)");
+  if (draft_vocab > 0 && spec != "mtp") return invalid_argument("--draft-vocab needs --spec mtp");
+  if (auto t = kv_cache_type_from_name(cache_type_k); !t.ok())
+    return t.status().with_context("--cache-type-k");
+  if (auto t = kv_cache_type_from_name(cache_type_v); !t.ok())
+    return t.status().with_context("--cache-type-v");
+  return Status::Ok();
+}
+
+}  // namespace mtp::tools
