@@ -65,10 +65,12 @@ CommandRunner register_quantize(CLI::App& app) {
   cmd->add_option("input", a->input, "Input GGUF")->required();
   cmd->add_option("output", a->output, "Output GGUF (written to a temporary file, renamed when complete)")
       ->required();
-  cmd->add_option("type_positional", a->type, "Target type, as llama-quantize takes it")->group("");
+  CLI::Option* positional =
+      cmd->add_option("type_positional", a->type, "Target type, as llama-quantize takes it")->group("");
   cmd->add_option(
-      "--type", a->type,
-      "Target: Q8_0 Q4_0 Q4_K(_S/_M) Q5_K(_S/_M) Q6_K IQ4_NL IQ4_XS F16 BF16 F32, or an ftype number");
+         "--type", a->type,
+         "Target: Q8_0 Q4_0 Q4_K(_S/_M) Q5_K(_S/_M) Q6_K IQ4_NL IQ4_XS F16 BF16 F32, or an ftype number")
+      ->excludes(positional);
   cmd->add_option("--keep", a->keep,
                   "Copy tensors matching this glob unchanged (e.g. 'blk.40.*'); repeatable");
   cmd->add_option("--tensor-type", a->tensor_types, "PATTERN=TYPE (regex, first match wins); repeatable");
@@ -84,6 +86,12 @@ CommandRunner register_quantize(CLI::App& app) {
     if (a->type.empty()) return report_error("quantize", invalid_argument("--type is required"));
     auto options = build_options(*a);
     if (!options.ok()) return report_error("quantize", options.status());
+    Imatrix imatrix;  // loaded (and checked) for a dry run too
+    if (!a->imatrix.empty()) {
+      auto m = load_imatrix(a->imatrix);
+      if (!m.ok()) return report_error("quantize", m.status());
+      imatrix = std::move(*m);
+    }
     if (a->dry_run) {
       auto input = GgufFile::open(a->input);
       if (!input.ok()) return report_error("quantize", input.status());
@@ -91,12 +99,6 @@ CommandRunner register_quantize(CLI::App& app) {
       if (!plan.ok()) return report_error("quantize", plan.status().with_context(a->input));
       print_plan(*plan);
       return kExitOk;
-    }
-    Imatrix imatrix;
-    if (!a->imatrix.empty()) {
-      auto m = load_imatrix(a->imatrix);
-      if (!m.ok()) return report_error("quantize", m.status());
-      imatrix = std::move(*m);
     }
     ThreadPool pool(a->threads);
     auto r = quantize_file(a->input, a->output, *options, a->imatrix.empty() ? nullptr : &imatrix, a->imatrix,

@@ -199,6 +199,15 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_EQ(testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
             2);
   EXPECT_EQ(testing::run_mtp("quantize models/example.gguf models/example.gguf --type Q8_0").exit_code, 2);
+  // A dry run checks the importance matrix too; the type is given once, positionally or by --type.
+  r = testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") +
+                           " --type IQ4_XS --dry-run --imatrix " + dir.file("missing.dat"),
+                       true);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("missing.dat"), std::string::npos) << r.output;
+  EXPECT_EQ(
+      testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " Q8_0 --type Q4_K").exit_code,
+      2);
 }
 
 TEST(Quantize, KilledPartWayLeavesNoFileAtTheOutputPath) {
