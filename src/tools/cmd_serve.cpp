@@ -57,7 +57,7 @@ struct ServeArgs {
   int top_k = 40;
   int64_t seed = -1, n_predict = -1;
   std::string reasoning = "auto", reasoning_format = "deepseek";
-  std::string chat_template_file, chat_template_kwargs;
+  std::string chat_template_file;
   // Server limits.
   size_t max_queue = 64;
   size_t max_body = size_t{8} << 20;
@@ -101,6 +101,7 @@ Expected<chat::ChatTemplate> load_template(const ServeArgs& a, const Model& mode
 
 Status validate(ServeArgs& a) {
   if (!a.env_error.empty()) return invalid_argument(a.env_error);
+  if (a.reasoning_format == "auto") a.reasoning_format = "deepseek";  // what runs, so /props says it
   if (a.n_slots < 1) return invalid_argument("-np must be >= 1, got ", a.n_slots);
   if (a.n_ctx < 2) return invalid_argument("-c must be >= 2, got ", a.n_ctx);
   if (a.n_batch < 1 || a.n_ubatch < 1) return invalid_argument("-b and -ub must be >= 1");
