@@ -158,6 +158,10 @@ Status build(const BuildArgs& a) {
   if (a.corpus.empty() && a.from_ids.empty())
     return invalid_argument("nothing to count: give corpus text files and/or --from-ids FILE");
   MTP_ASSIGN_OR_RETURN(ModelVocab mv, load_vocab(a.model));
+  // Before the corpus is read (minutes for a large one), not after.
+  if (a.size < 1) return invalid_argument("subset size must be at least 1 (got ", a.size, ")");
+  if (a.size > mv.n_vocab)
+    return invalid_argument("subset size ", a.size, " exceeds the vocabulary (", mv.n_vocab, " tokens)");
   const Tokenizer& tok = *mv.tok;
   std::vector<uint64_t> counts(static_cast<size_t>(mv.n_vocab), 0);
   ThreadPool pool(a.threads);

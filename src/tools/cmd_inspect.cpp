@@ -255,6 +255,9 @@ CommandRunner register_inspect(CLI::App& app) {
   cmd->add_flag("--metadata", opt->metadata, "List every metadata key with its type and value");
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");
   return [opt] {
+    // The side-by-side comparison has no per-tensor or per-key lists (JSON has them for each file).
+    if (opt->paths.size() == 2 && !opt->json && (opt->tensors || opt->metadata))
+      return report_error("inspect", invalid_argument("--tensors/--metadata with two files need --json"));
     std::vector<GgufFile> files;
     std::vector<InspectReport> reports;
     for (const std::string& path : opt->paths) {

@@ -146,6 +146,10 @@ TEST_F(DraftVocabCli, BadInputGivesOneClearLine) {
   EXPECT_TRUE(
       contains(r.output, "mtp draft-vocab build: subset size 513 exceeds the vocabulary (512 tokens)"))
       << r.output;
+  // The size is checked before any corpus is read.
+  r = run_mtp("draft-vocab build " + q(dir_.file("missing.txt")) + base + " --size 0", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "subset size must be at least 1 (got 0)")) << r.output;
   r = run_mtp("draft-vocab build " + q(dir_.file("corpus.txt")) + base + " --size 3", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.output, "smaller than the 5 control tokens")) << r.output;

@@ -62,6 +62,8 @@ TEST(Cli, InspectListsTensorsAndMetadata) {
   EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
   EXPECT_NE(r.output.find("qwen35moe.nextn_predict_layers"), std::string::npos);
   EXPECT_NE(r.output.find("[128, 64]"), std::string::npos);  // eh_proj: {2*n_embd, n_embd}
+  // Two files side by side have no per-tensor lists in text: refused rather than ignored.
+  EXPECT_EQ(run_mtp("inspect --tensors models/example.gguf models/example.gguf").exit_code, 2);
 }
 
 TEST(Cli, InspectHandlesOtherArchitectures) {
