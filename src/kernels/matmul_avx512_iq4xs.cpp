@@ -280,8 +280,9 @@ T512 void tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, co
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
 
 // Whether this CPU has AMX-INT8 and the OS let this process use tile data (Linux arch_prctl). Opt-in
-// (MTP_AMX=1): on the shared 2-core test machine it measured slower than the VNNI sums (the tile stores wait
-// for each product; see notes/engine_perf.md), so VNNI stays the default until it is tuned.
+// (MTP_AMX=1): on the shared 2-core test machine it measured slower than the VNNI sums (one core, a packed
+// 32768x2048 matrix, 16-64 rows: 0.77-0.81x; the tile stores wait for each product), so VNNI stays the
+// default until it is tuned.
 bool amx_available() {
   static const bool ok = [] {
     const char* env = std::getenv("MTP_AMX");
@@ -571,7 +572,16 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
        packed_rows<5, false>, packed_rows<6, false>, packed_rows<7, false>, packed_rows<8, false>},
       {nullptr, packed_rows<1, true>, packed_rows<2, true>, packed_rows<3, true>, packed_rows<4, true>,
        packed_rows<5, true>, packed_rows<6, true>, packed_rows<7, true>, packed_rows<8, true>}};
-  if (nx <= 8) return kRows[vbmi_enabled && vbmi_available()][nx](tile, l.nb, x, l, n_out, y, y_stride);
+  const RowsFn* rows = kRows[vbmi_enabled && vbmi_available()];
+  if (nx <= 8) return rows[nx](tile, l.nb, x, l, n_out, y, y_stride);
+  // A few rows more than 8 over a wide tile: the packed tile twice, straight (8 rows, then the rest), beats
+  // decoding it once into memory, where the decoded tile (8 * nb pieces of 640 bytes: 40 KB at n_in 2048)
+  // and the rows' activations no longer fit L1 together. Measured on one core, 2048 and 4096 inputs, 9-13
+  // rows: 1.05-1.25x; at 512 inputs (a 10 KB decoded tile) 0.9x, and at 14-16 rows even.
+  if (nx <= 12 && l.nb >= 8) {
+    rows[8](tile, l.nb, x, l, n_out, y, y_stride);
+    return rows[nx - 8](tile, l.nb, x + 8, l, n_out, y + 8 * y_stride, y_stride);
+  }
   static thread_local TileBuffer buf;
   uint8_t* decoded = buf.get(8 * l.nb * kPieceBytes);
   decode_packed(tile, l.nb, decoded);

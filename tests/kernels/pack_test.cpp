@@ -111,7 +111,7 @@ TEST_P(PackTypes, PackedMatmulBitwiseEqualsRowFormat) {
         // The IQ4_XS decode kernel with and without VBMI's nibble lookup (where the CPU has it).
         for (bool vbmi : {true, false}) {
           const bool was = kernels::detail::set_vbmi_enabled(vbmi);
-          for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 16, 23}) {
+          for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 23}) {
             std::vector<int32_t> list;
             for (int64_t i = 0; i < batch; ++i) list.push_back(static_cast<int32_t>((5 * i + 2) % rows));
             std::vector<float> want(static_cast<size_t>(batch * n_out), -1.0f), got(want.size(), -2.0f);
