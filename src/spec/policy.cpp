@@ -36,9 +36,13 @@
 // more than as many rows of as many sequences, so a single line fitted to both mis-prices both choices
 // (plain decoding looks dearer than it is, drafting cheaper). Each line falls back on the other until it has
 // data (a line with one measured size runs through it along the other line's slope), and a batch size whose
-// plain step was never measured gets one plain step to measure it. Prompt rows cost differently again (no
-// logits), so trunk steps with prompt rows feed neither line. Draft passes have a line of their own, over
-// their rows (draft rows and catch-up rows).
+// plain step was never measured gets one plain step to measure it. While the policy drafts at a batch size,
+// its plain price is not measured; after kRefreshSteps trunk steps without, one plain step re-prices it (its
+// sample replaces the stale ones), so that drift in the machine's speed cannot keep drafting on against an
+// outdated comparison; and once a verify step was measured, the policy drafts until kTrustSamples were (a
+// first one pays one-time costs, and priced by it alone drafting would stop for good). Prompt rows cost
+// differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
+// of their own, over their rows (draft rows and catch-up rows).
 #include "spec/policy.h"
 
 #include <algorithm>
@@ -54,12 +58,25 @@ constexpr double kAcceptDecay = 0.01;  // per idle step, drift toward the engine
 constexpr double kMinGain = 0.05;      // a drafting plan must promise this much more than plain decoding
 constexpr int64_t kTrustSamples = 3;   // samples after which a size's own average replaces the line
 constexpr double kBacklogSteps = 16;   // steps a drafting stretch's one-time catch-up is spread over
+constexpr int64_t kRefreshSteps = 32;  // trunk steps after which a plain size's samples are stale
 
 }  // namespace
 
 bool StepCostModel::trusted(int64_t rows) const {
   return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) &&
          cells_[static_cast<size_t>(rows)].n >= kTrustSamples;
+}
+
+void StepCostModel::restart(int64_t rows, double seconds) {
+  if (!measured(rows)) {
+    observe(rows, seconds);
+    return;
+  }
+  if (seconds <= 0) return;
+  Cell& c = cells_[static_cast<size_t>(rows)];
+  c.recent.fill(seconds);
+  c.est = seconds;
+  fit();
 }
 
 void StepCostModel::observe(int64_t rows, double seconds) {
@@ -72,6 +89,7 @@ void StepCostModel::observe(int64_t rows, double seconds) {
   // long while, and which a median drops at once; a lasting change still shows within a few steps.
   c.recent[static_cast<size_t>(c.n % kRecent)] = seconds;
   ++c.n;
+  ++samples_;
   const size_t m = static_cast<size_t>(std::min<int64_t>(c.n, kRecent));
   std::array<double, kRecent> v;
   std::copy(c.recent.begin(), c.recent.begin() + static_cast<std::ptrdiff_t>(m), v.begin());
@@ -169,8 +187,26 @@ double DraftPolicy::trunk_line(bool verify, double rows) const {
 }
 
 void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds) {
+  ++trunk_steps_;
   if (seconds <= 0 || prompt_rows > 0) return;  // prompt rows cost differently (no logits): not these lines
-  (verify_rows > 0 ? verify_ : plain_).observe(rows + verify_rows, seconds);
+  if (verify_rows > 0) {
+    verify_.observe(rows + verify_rows, seconds);
+    return;
+  }
+  // A plain sample after a long stretch without (choose() asks for one) replaces the old ones: they were
+  // taken at another speed of the machine and would outvote it in the median.
+  if (plain_age(rows) > kRefreshSteps)
+    plain_.restart(rows, seconds);
+  else
+    plain_.observe(rows, seconds);
+  if (static_cast<int64_t>(plain_at_.size()) <= rows) plain_at_.resize(static_cast<size_t>(rows + 1), -1);
+  plain_at_[static_cast<size_t>(rows)] = trunk_steps_;
+}
+
+int64_t DraftPolicy::plain_age(int64_t rows) const {
+  if (rows < 0 || rows >= static_cast<int64_t>(plain_at_.size()) || plain_at_[static_cast<size_t>(rows)] < 0)
+    return INT64_MAX;
+  return trunk_steps_ - plain_at_[static_cast<size_t>(rows)];
 }
 
 double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
@@ -196,6 +232,16 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   // Plain decoding at this batch size never measured: measure it once (a step without prompt rows, whose
   // time then is the plain line's), rather than price it from another shape or from verify steps.
   if (prompt_rows == 0 && !plain_.measured(static_cast<int64_t>(n))) return k;
+  // The first verify steps pay one-time costs (measured: a first 4-row verify at 183 ms against a steady 40),
+  // and a verify price from them alone would stop drafting for good, no later verify step correcting it: once
+  // measured, keep drafting until verify steps were measured kTrustSamples times, so that a median prices
+  // them. (Before any, verify steps are priced by the plain line.)
+  if (prompt_rows == 0 && verify_.samples() > 0 && verify_.samples() < kTrustSamples &&
+      (n == 1 || plain_.trusted(static_cast<int64_t>(n))) &&
+      plain_age(static_cast<int64_t>(n)) <= kRefreshSteps) {
+    for (size_t r = 0; r < n; ++r) k[r] = slots[r].acceptance ? slots[r].n_max : 0;
+    return k;
+  }
   // Expected accepted drafts of slot r drafting `len` tokens.
   auto accepted = [&](size_t r, int32_t len) {
     double a = 0;
@@ -273,6 +319,12 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   // Before drafting at a batch size, its plain step is measured until its own average prices it (plain
   // steps cost nothing against MTP off; a line-priced plain step can be off by tens of percent).
   if (prompt_rows == 0 && n > 1 && !plain_.trusted(static_cast<int64_t>(n))) std::fill(k.begin(), k.end(), 0);
+  // While drafting, the plain price of this batch size is not measured, and the machine's speed drifts
+  // (shared cores: tens of percent over minutes); a plain estimate from a slow stretch would keep drafting
+  // in a batch where it loses (measured: -18% at c16). So after kRefreshSteps one plain step re-prices it,
+  // at a cost of about 1/kRefreshSteps of drafting's gain where drafting pays.
+  if (prompt_rows == 0 && plain_age(static_cast<int64_t>(n)) > kRefreshSteps)
+    std::fill(k.begin(), k.end(), 0);
   return k;
 }
 

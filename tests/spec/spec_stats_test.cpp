@@ -327,6 +327,65 @@ TEST(DraftPolicy, AutoDoesNotRestartDraftingForASmallGainOverALongBacklog) {
   EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &high, 64}})[0], 0);
 }
 
+// The first verify steps pay one-time costs; one slow first sample must not stop drafting for good (nothing
+// would measure verify steps again): the policy drafts until a median of verify samples prices them.
+TEST(DraftPolicy, AutoDoesNotStopDraftingOnOneSlowFirstVerifyStep) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  const AcceptanceTracker a = tracker_at(0.9);
+  const std::vector<SlotDemand> slot{{3, &a, 1}};
+  EXPECT_EQ(p.choose(slot)[0], 3);  // no data: measure
+  p.observe_trunk(1, 3, 0, 0.300);  // a first verify step, 10x a steady one
+  for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.002 + 0.0005 * static_cast<double>(r));
+  EXPECT_EQ(p.choose(slot)[0], 0);  // plain never measured: measure it
+  p.observe_trunk(1, 0, 0, 0.025);
+  for (int step = 0; step < 20; ++step) {
+    const int32_t k = p.choose(slot)[0];
+    ASSERT_GT(k, 0) << step;
+    p.observe_trunk(1, k, 0, 0.025 + 0.004 * k);
+  }
+}
+
+// While the policy drafts at a batch size it never measures that size's plain step, and the machine's speed
+// drifts: a plain price from a slow stretch must not keep it drafting. Every so often one plain step
+// re-prices it, its sample replacing the stale ones (a median would keep the old price).
+TEST(DraftPolicy, AutoRepricesAStalePlainStepWhileDrafting) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  const int64_t n = 16;
+  auto verify_cost = [](int64_t rows) { return 0.100 + 0.005 * static_cast<double>(rows); };
+  for (int rep = 0; rep < 5; ++rep) p.observe_trunk(n, 0, 0, 0.300);  // measured in a slow stretch
+  for (int rep = 0; rep < 3; ++rep)
+    for (int64_t extra : {16, 32}) p.observe_trunk(n, extra, 0, verify_cost(n + extra));
+  for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.003 + 0.001 * static_cast<double>(r));
+  const AcceptanceTracker a = tracker_at(0.6);
+  const std::vector<SlotDemand> slots(n, SlotDemand{3, &a, 1});
+  // Runs steps as the engine would; returns the number of drafting steps before the first plain one.
+  auto steps_until_plain = [&](int limit) {
+    for (int step = 0; step < limit; ++step) {
+      const std::vector<int32_t> k = p.choose(slots);
+      int64_t extra = 0;
+      for (int32_t x : k) extra += x;
+      if (extra == 0) return step;
+      p.observe_trunk(n, extra, 0, verify_cost(n + extra));
+    }
+    return limit;
+  };
+  const int first = steps_until_plain(200);
+  EXPECT_GT(first, 8);  // it drafts for a while: verify steps are cheap against the plain price
+  EXPECT_LT(first, 200);
+  p.observe_trunk(n, 0, 0, 0.300);  // the same price again: drafting resumes at once
+  EXPECT_GT(steps_until_plain(1), 0);
+  EXPECT_LT(steps_until_plain(200), 200);
+  p.observe_trunk(n, 0, 0, 0.150);  // the machine is faster now: plain beats drafting, one sample suffices
+  for (int step = 0; step < 50; ++step) {
+    EXPECT_EQ(p.choose(slots), std::vector<int32_t>(n, 0)) << step;
+    p.observe_trunk(n, 0, 0, 0.150);
+  }
+}
+
 // The engine-wide acceptance is where a new request's estimate starts and where an idle slot's drifts: a
 // slot that stopped drafting after a bad stretch comes back toward what other requests see.
 TEST(AcceptanceTracker, IdleSlotsDriftTowardTheEngineWideRates) {

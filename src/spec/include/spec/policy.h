@@ -30,12 +30,16 @@ class StepCostModel {
   void observe(int64_t rows, double seconds);
   double predict(double rows) const;  // seconds; 0 before any observation
   bool has_data() const { return sizes_ > 0; }
-  int64_t sizes() const { return sizes_; }  // distinct row counts measured
+  int64_t sizes() const { return sizes_; }      // distinct row counts measured
+  int64_t samples() const { return samples_; }  // observations of any row count
   bool measured(int64_t rows) const {
     return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) && cells_[static_cast<size_t>(rows)].n > 0;
   }
   // Measured often enough (3 samples) that predict(rows) is its own median.
   bool trusted(int64_t rows) const;
+  // A sample that replaces the size's earlier ones (stale: the machine's speed drifts); a trusted size stays
+  // trusted, now at this price.
+  void restart(int64_t rows, double seconds);
   double intercept() const { return a_; }  // seconds
   double slope() const { return b_; }      // seconds per row
   // With a single measured size: through it along `slope` (another line's) rather than its own average cost
@@ -52,6 +56,7 @@ class StepCostModel {
   };
   std::vector<Cell> cells_;       // index: rows
   int64_t sizes_ = 0, only_ = 0;  // only_: the measured size while there is one
+  int64_t samples_ = 0;
   double a_ = 0, b_ = 0;
 };
 
@@ -115,7 +120,12 @@ class DraftPolicy {
   double trunk_line(bool verify, double rows) const;
   bool has_trunk_data() const { return plain_.has_data() || verify_.has_data(); }
 
-  StepCostModel plain_, verify_;  // trunk steps without prompt rows: decode rows only, or with verify rows
+  // Trunk steps since a plain step of this many rows was last measured; huge if never.
+  int64_t plain_age(int64_t rows) const;
+
+  StepCostModel plain_, verify_;   // trunk steps without prompt rows: decode rows only, or with verify rows
+  int64_t trunk_steps_ = 0;        // trunk steps observed
+  std::vector<int64_t> plain_at_;  // index: rows; trunk_steps_ after that size's last plain sample
   StepCostModel draft_;
   AcceptanceTracker acceptance_;  // every slot's rounds
 };
