@@ -46,6 +46,7 @@ CommandRunner register_graft(CLI::App& app) {
     auto r = graft(a->trunk, a->head, a->output, a->options, pool);
     if (!r.ok()) return report_error("graft", r.status());
     for (const auto& w : r->warnings) log_warn("graft: overridden by --force: ", w);
+    for (const auto& f : r->type_fallbacks) log_warn("graft: --head-type fallback: ", f);
     std::fprintf(stderr, "mtp graft: wrote %s: MTP block blk.%lld (%zu tensors), %.3f GB in %.1f s\n",
                  a->output.c_str(), static_cast<long long>(r->block), r->head_tensors, r->bytes_written / 1e9,
                  timer.seconds());

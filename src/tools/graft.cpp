@@ -270,7 +270,14 @@ Expected<GraftResult> graft(const std::string& trunk_path, const std::string& he
     }
   }
   result.head_tensors = 0;
-  for (const OutputTensor& o : items) result.head_tensors += o.source == &head ? 1 : 0;
+  for (const OutputTensor& o : items) {
+    if (o.source != &head) continue;
+    ++result.head_tensors;
+    if (options.head_type && !why_not_quantizable(*o.tensor) && o.to != *options.head_type)
+      result.type_fallbacks.push_back(str_cat(o.name, ": ", type_name(o.to), " instead of ",
+                                              type_name(*options.head_type), " (rows of ", o.tensor->ne[0],
+                                              ")"));
+  }
   MTP_ASSIGN_OR_RETURN(result.bytes_written, write_all(output, md, items, pool, "graft"));
   return result;
 }

@@ -50,6 +50,9 @@ struct GraftResult {
   size_t head_tensors = 0;
   uint64_t bytes_written = 0;
   std::vector<std::string> warnings;  // problems overridden by --force
+  // Head tensors written in another type than --head-type because their rows do not divide into its blocks
+  // (llama.cpp's fallback, as `mtp quantize`): "name: q8_0 instead of q6_K (rows of 64)".
+  std::vector<std::string> type_fallbacks;
 };
 
 Expected<GraftResult> graft(const std::string& trunk_path, const std::string& head_path,

@@ -98,6 +98,36 @@ TEST(Graft, HeadTypeConvertsOnlyTheWeightMatrices) {
   EXPECT_EQ(out->find_tensor("blk.3.attn_q.weight")->type, GgmlType::F32);        // trunk untouched
 }
 
+// A --head-type whose blocks do not divide a tensor's rows falls back as llama.cpp's quantizer does, and
+// the result says so for each tensor rather than writing another type quietly.
+TEST(Graft, HeadTypeFallbacksAreReported) {
+  TempDir dir;
+  auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
+  auto full = synth_file(dir, "full.gguf", synth_options(true));
+  auto src = GgufFile::open(full);
+  const TensorInfo* eh = src->find_tensor("blk.4.nextn.eh_proj.weight");
+  ASSERT_NE(eh, nullptr);
+  ASSERT_NE(eh->ne[0] % 256, 0) << "the tiny shape's rows must not divide into q6_K blocks for this test";
+  tools::GraftOptions o;
+  o.head_type = GgmlType::Q6_K;
+  auto r = graft(trunk, full, dir.file("out.gguf"), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto out = GgufFile::open(dir.file("out.gguf"));
+  const GgmlType got = out->find_tensor("blk.4.nextn.eh_proj.weight")->type;
+  EXPECT_NE(got, GgmlType::Q6_K);
+  bool reported = false;
+  for (const std::string& f : r->type_fallbacks) {
+    EXPECT_NE(f.find("instead of q6_K"), std::string::npos) << f;
+    reported |= f.rfind("blk.4.nextn.eh_proj.weight: " + std::string(type_name(got)), 0) == 0;
+  }
+  EXPECT_TRUE(reported);
+  // Types that divide report nothing.
+  o.head_type = GgmlType::Q8_0;
+  r = graft(trunk, full, dir.file("out8.gguf"), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->type_fallbacks.empty());
+}
+
 TEST(Graft, WithEmbeddingsGivesTheBlockItsOwnCopies) {
   TempDir dir;
   auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
