@@ -405,12 +405,14 @@ std::optional<ApiError> parse_chat_messages(const Json& body, const RequestDefau
     }
   }
   out.chat.enable_thinking = d.enable_thinking;
+  out.chat.extra_context = d.chat_template_kwargs.is_object() ? d.chat_template_kwargs : Json::object();
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) return wrong_type("chat_template_kwargs", "an object", *kw);
-    out.chat.extra_context = *kw;
-    if (auto et = kw->find("enable_thinking"); et != kw->end() && et->is_boolean())
-      out.chat.enable_thinking = et->get<bool>();
+    for (const auto& [key, value] : kw->items()) out.chat.extra_context[key] = value;
   }
+  if (auto et = out.chat.extra_context.find("enable_thinking");
+      et != out.chat.extra_context.end() && et->is_boolean())
+    out.chat.enable_thinking = et->get<bool>();
   std::optional<bool> agp;
   MTP_API_TRY(get_bool(body, "add_generation_prompt", agp));
   out.chat.add_generation_prompt = agp.value_or(true);

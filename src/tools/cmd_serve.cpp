@@ -57,6 +57,8 @@ struct ServeArgs {
   int top_k = 40;
   int64_t seed = -1, n_predict = -1;
   std::string reasoning = "auto", reasoning_format = "deepseek";
+  std::string chat_template_kwargs;  // JSON object text
+  server::Json template_kwargs = server::Json::object();
   std::string chat_template_file;
   // Server limits.
   size_t max_queue = 64;
@@ -102,6 +104,18 @@ Expected<chat::ChatTemplate> load_template(const ServeArgs& a, const Model& mode
 Status validate(ServeArgs& a) {
   if (!a.env_error.empty()) return invalid_argument(a.env_error);
   if (a.reasoning_format == "auto") a.reasoning_format = "deepseek";  // what runs, so /props says it
+  if (!a.chat_template_kwargs.empty()) {
+    a.template_kwargs = server::Json::parse(a.chat_template_kwargs, nullptr, /*allow_exceptions=*/false);
+    if (!a.template_kwargs.is_object())
+      return invalid_argument("--chat-template-kwargs must be a JSON object, got '", a.chat_template_kwargs,
+                              "'");
+    // --reasoning on|off is the same variable: both given, they must agree.
+    if (auto et = a.template_kwargs.find("enable_thinking"); et != a.template_kwargs.end() &&
+                                                             et->is_boolean() && a.reasoning != "auto" &&
+                                                             et->get<bool>() != (a.reasoning == "on"))
+      return invalid_argument("--reasoning ", a.reasoning, " and --chat-template-kwargs enable_thinking ",
+                              et->dump(), " disagree");
+  }
   if (a.n_slots < 1) return invalid_argument("-np must be >= 1, got ", a.n_slots);
   if (a.n_ctx < 2) return invalid_argument("-c must be >= 2, got ", a.n_ctx);
   if (a.n_batch < 1 || a.n_ubatch < 1) return invalid_argument("-b and -ub must be >= 1");
@@ -171,6 +185,7 @@ server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads
   p["default_generation_settings"] = gen;
   p["reasoning"] = a.reasoning;
   p["reasoning_format"] = a.reasoning_format;
+  p["chat_template_kwargs"] = a.template_kwargs;
   p["chat_template_origin"] = template_origin;
   p["limits"] = Json{
       {"max_queue", a.max_queue}, {"max_body_bytes", a.max_body}, {"shutdown_timeout_s", a.shutdown_timeout}};
@@ -207,6 +222,8 @@ void print_config(const server::Json& p, const std::string& model_id) {
   std::printf("  chat template: %s; reasoning %s, format %s\n",
               p["chat_template_origin"].get<std::string>().c_str(), p["reasoning"].get<std::string>().c_str(),
               p["reasoning_format"].get<std::string>().c_str());
+  if (!p["chat_template_kwargs"].empty())
+    std::printf("  chat template kwargs: %s\n", p["chat_template_kwargs"].dump().c_str());
   const server::Json& l = p["limits"];
   std::printf("  queue %zu, body limit %zu bytes, shutdown timeout %.3g s, api key %s\n",
               l["max_queue"].get<size_t>(), l["max_body_bytes"].get<size_t>(),
@@ -282,6 +299,7 @@ int serve(ServeArgs& a) {
   d.reasoning_format =
       a.reasoning_format == "none" ? chat::ReasoningFormat::kNone : chat::ReasoningFormat::kDeepseek;
   if (a.reasoning != "auto") d.enable_thinking = a.reasoning == "on";
+  d.chat_template_kwargs = a.template_kwargs;
   cfg.props = props_json(a, eo, pool.size(), template_origin);
   cfg.props["total_slots"] = a.n_slots;
 
@@ -410,6 +428,9 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
       ->check(CLI::IsMember({"none", "deepseek", "auto"}))
       ->capture_default_str();
   cmd.add_option("--chat-template-file", a->chat_template_file, "Jinja chat template instead of the model's");
+  cmd.add_option("--chat-template-kwargs", a->chat_template_kwargs,
+                 "Template variables of every chat request, as a JSON object (e.g. '{\"enable_thinking\": "
+                 "false}'); a request's own chat_template_kwargs override them");
   cmd.add_option("--queue", a->max_queue, "Requests that may wait for a slot; more get 503")
       ->capture_default_str();
   cmd.add_option("--max-body", a->max_body, "Largest request body, bytes")->capture_default_str();

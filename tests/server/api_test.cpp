@@ -197,6 +197,33 @@ TEST(ApiTest, SpeculativeOverride) {
   EXPECT_NE(err->message.find("4096"), std::string::npos) << err->message;
 }
 
+// --chat-template-kwargs: every chat request's template variables, under its own (a key the request sets
+// wins, enable_thinking included).
+TEST(ApiTest, ServerChatTemplateKwargsUnderTheRequests) {
+  RequestDefaults d = defaults();
+  d.chat_template_kwargs = Json{{"enable_thinking", false}, {"preserve_thinking", true}};
+  auto parse = [&](const std::string& body) {
+    GenerationParams p;
+    Json j;
+    EXPECT_FALSE(parse_json_body(body, j));
+    EXPECT_FALSE(parse_chat_request(j, d, p));
+    return p;
+  };
+  GenerationParams p = parse(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(p.chat.enable_thinking, std::optional<bool>(false));
+  EXPECT_EQ(p.chat.extra_context["preserve_thinking"], true);
+  p = parse(R"({"messages": [{"role": "user", "content": "hi"}],
+                "chat_template_kwargs": {"enable_thinking": true, "x": 1}})");
+  EXPECT_EQ(p.chat.enable_thinking, std::optional<bool>(true));
+  EXPECT_EQ(p.chat.extra_context["preserve_thinking"], true);
+  EXPECT_EQ(p.chat.extra_context["x"], 1);
+  // Without server kwargs a request starts from none.
+  d.chat_template_kwargs = Json::object();
+  p = parse(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_TRUE(p.chat.extra_context.empty());
+  EXPECT_FALSE(p.chat.enable_thinking.has_value());
+}
+
 TEST(ApiTest, ChatRequests) {
   GenerationParams p;
   ASSERT_FALSE(chat(R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 2,

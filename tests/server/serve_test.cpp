@@ -82,7 +82,7 @@ TEST(ServeTest, SeedCommandLineAndProps) {
       " --alias Ornith -c 2048 -np 3 -b 4096 -ub 512 -ngl 99 --flash-attn on --reasoning off"
       " --reasoning-format deepseek --spec-type draft-mtp --spec-draft-ngl 99 --spec-draft-n-max 2"
       " --spec-draft-n-min 0 --spec-draft-backend-sampling --cont-batching --metrics --cache-ram 0"
-      " --ctx-checkpoints 0 --spec-max-drafting-slots 1");
+      " --ctx-checkpoints 0 --spec-max-drafting-slots 1 --chat-template-kwargs {\"preserve_thinking\":true}");
   EXPECT_NE(srv.banner().find("speculative: draft-mtp, n_max 2"), std::string::npos) << srv.banner();
   Json props = Json::parse(http_get(srv.port(), "/props").body);
   EXPECT_EQ(props["speculative"]["type"], "draft-mtp");
@@ -93,6 +93,7 @@ TEST(ServeTest, SeedCommandLineAndProps) {
   EXPECT_EQ(props["n_ctx"], 2048);
   EXPECT_EQ(props["n_batch_rows_per_step"], 512);
   EXPECT_EQ(props["reasoning"], "off");
+  EXPECT_EQ(props["chat_template_kwargs"], Json({{"preserve_thinking", true}}));
   EXPECT_GE(props["compatibility_notices"].size(), 5u);
   EXPECT_EQ(Json::parse(http_get(srv.port(), "/v1/models").body)["data"][0]["id"], "Ornith");
   EXPECT_EQ(Json::parse(http_get(srv.port(), "/health").body)["status"], "ok");
@@ -332,7 +333,8 @@ TEST(ServeTest, FlagErrors) {
   // Flags that need drafting, bad cache types and limits are refused before the model is opened.
   for (const char* bad :
        {"--draft-vocab 64", "--spec mtp --draft-vocab-file ids.txt", "--spec mtp --draft-vocab -1",
-        "--cache-type-k q3", "--queue 100000", "--shutdown-timeout 1e300"}) {
+        "--cache-type-k q3", "--queue 100000", "--shutdown-timeout 1e300", "--chat-template-kwargs '[1]'",
+        "--chat-template-kwargs '{\"enable_thinking\": true}' --reasoning off"}) {
     r = run_mtp(std::string("serve -m models/no-such-file.gguf ") + bad, true);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_EQ(r.output.find("no-such-file"), std::string::npos) << bad << ": " << r.output;

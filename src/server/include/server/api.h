@@ -48,7 +48,10 @@ struct RequestDefaults {
   int64_t draft_vocab = 0;  // the engine's --draft-vocab (0: none); a request may pick it or the full head
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::kDeepseek;
   std::optional<bool> enable_thinking;  // --reasoning on|off
-  int64_t n_ctx = 4096;                 // max_tokens may not exceed it
+  // --chat-template-kwargs: template variables of every chat request, under the request's own
+  // chat_template_kwargs (a key the request sets wins); an object.
+  Json chat_template_kwargs = Json::object();
+  int64_t n_ctx = 4096;  // max_tokens may not exceed it
   size_t max_stop_strings = 16;
   int32_t max_top_logprobs = 20;
 };
