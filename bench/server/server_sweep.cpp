@@ -6,10 +6,11 @@
 //
 //   server_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2]
 //                [--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max 3] [--repeat 1]
-//                [--extra "ARGS"]
+//                [--draft-vocab N] [--extra "ARGS"]
 //
 // Profiles: off = --spec none; on = --spec mtp (every generating slot drafts); slots1 = --spec mtp
-// --spec-max-drafting-slots 1 (the seed's throttle); auto = --spec mtp --spec-policy auto.
+// --spec-max-drafting-slots 1 (the seed's throttle); auto = --spec mtp --spec-policy auto. --draft-vocab N
+// goes to the MTP profiles only (mtp serve refuses it without --spec mtp); --extra to every server.
 //
 // --repeat N runs every level N times on every server, in alternating order (forward, then backward, ...).
 // On a shared 2-core machine two identical servers measured one after the other differ by up to 20% (the
@@ -43,10 +44,12 @@ using mtp::testing::ServerProcess;
 struct Options : mtp::bench::SweepOptions {
   std::string extra;
   int repeat = 1;
+  int64_t draft_vocab = 0;
 };
 
-std::string profile_args(const std::string& p, int draft_max) {
-  const std::string mtp = " --spec mtp --draft-max " + std::to_string(draft_max);
+std::string profile_args(const std::string& p, int draft_max, int64_t draft_vocab) {
+  std::string mtp = " --spec mtp --draft-max " + std::to_string(draft_max);
+  if (draft_vocab > 0) mtp += " --draft-vocab " + std::to_string(draft_vocab);
   if (p == "off") return " --spec none";
   if (p == "on") return mtp;
   if (p == "slots1") return mtp + " --spec-max-drafting-slots 1";
@@ -118,7 +121,7 @@ int run(const Options& o) {
   std::vector<std::unique_ptr<ServerProcess>> servers;
   for (const std::string& p : o.profiles) {
     std::string args = "-m " + o.model + " -np " + std::to_string(o.n_slots) + " -c " +
-                       std::to_string(o.n_ctx) + profile_args(p, o.draft_max) + " " + o.extra;
+                       std::to_string(o.n_ctx) + profile_args(p, o.draft_max, o.draft_vocab) + " " + o.extra;
     if (o.threads > 0) args += " -t " + std::to_string(o.threads);
     std::fprintf(stderr, "profile %s: mtp serve %s\n", p.c_str(), args.c_str());
     servers.push_back(std::make_unique<ServerProcess>(args));
@@ -204,6 +207,11 @@ int main(int argc, char** argv) {
         o.extra = argv[++i];
         continue;
       }
+      if (a == "--draft-vocab" && i + 1 < argc) {
+        o.draft_vocab = mtp::bench::parse_int(argv[++i]);
+        if (o.draft_vocab < 0) throw std::invalid_argument("must be >= 0");
+        continue;
+      }
       if (a == "--repeat" && i + 1 < argc) {
         o.repeat = mtp::bench::parse_int32(argv[++i]);
         if (o.repeat < 1) throw std::invalid_argument("must be at least 1");
@@ -213,7 +221,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "server_sweep: %s: %s\n", a.c_str(), e.what());
       return 2;
     }
-    std::fprintf(stderr, "usage: server_sweep %s [--repeat N] [--extra \"ARGS\"]\n", mtp::bench::kSweepUsage);
+    std::fprintf(stderr, "usage: server_sweep %s [--repeat N] [--draft-vocab N] [--extra \"ARGS\"]\n",
+                 mtp::bench::kSweepUsage);
     return 2;
   }
   if (o.model.empty()) {
