@@ -137,7 +137,7 @@ int run(const Options& o) {
   const size_t i_off = static_cast<size_t>(off - o.profiles.begin());
   for (size_t li = 0; li < n_levels; ++li) {
     const int c = static_cast<int>(o.levels[li]);
-    for (int rep = 0; rep < std::max(1, o.repeat); ++rep) {
+    for (int rep = 0; rep < o.repeat; ++rep) {
       std::vector<Level> this_rep(n_prof);
       for (size_t j = 0; j < n_prof; ++j) {
         const size_t k = rep % 2 == 0 ? j : n_prof - 1 - j;  // forward, backward, ...
@@ -171,7 +171,7 @@ int run(const Options& o) {
   char title[160];
   std::snprintf(title, sizeof title,
                 "Aggregate tok/s (%d-token answers, %d requests per client, -np %d, %d repetition%s):",
-                o.max_tokens, o.rounds, o.n_slots, std::max(1, o.repeat), o.repeat > 1 ? "s" : "");
+                o.max_tokens, o.rounds, o.n_slots, o.repeat, o.repeat > 1 ? "s" : "");
   table(title, " tok/s", [&](size_t p, size_t i) {
     std::printf(" %.2f%s |", results[p][i].tok_s(), results[p][i].failures ? "*" : "");
   });
@@ -208,8 +208,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (a == "--draft-vocab" && i + 1 < argc) {
-        o.draft_vocab = mtp::bench::parse_int(argv[++i]);
-        if (o.draft_vocab < 0) throw std::invalid_argument("must be >= 0");
+        o.draft_vocab = mtp::bench::parse_int(argv[++i], 0);
         continue;
       }
       if (a == "--repeat" && i + 1 < argc) {

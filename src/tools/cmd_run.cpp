@@ -58,7 +58,7 @@ double per_second(int64_t n, double seconds) {
 }
 
 // Generation through the serving engine: one slot, the same step loop the server runs.
-Status run_engine(const RunArgs& a, const Model& model, const Tokenizer& tok,
+Status run_engine(const RunArgs& a, const KvCacheTypes& kv, const Model& model, const Tokenizer& tok,
                   const std::vector<int32_t>& prompt, ThreadPool& pool) {
   EngineOptions eo;
   eo.n_ctx = static_cast<int64_t>(prompt.size()) + a.n_predict + 1;
@@ -69,8 +69,8 @@ Status run_engine(const RunArgs& a, const Model& model, const Tokenizer& tok,
   eo.head_path = a.head;
   eo.draft_vocab = a.draft_vocab;
   eo.draft_vocab_file = a.draft_vocab_file;
-  MTP_ASSIGN_OR_RETURN(eo.cache_type_k, kv_cache_type_from_name(a.cache_type_k));
-  MTP_ASSIGN_OR_RETURN(eo.cache_type_v, kv_cache_type_from_name(a.cache_type_v));
+  eo.cache_type_k = kv.k;
+  eo.cache_type_v = kv.v;
   eo.end_tokens = default_end_tokens(model.vocab());
   eo.n_sample = tok.n_tokens();
   MTP_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(model, eo, pool));
@@ -118,8 +118,8 @@ Status run(const RunArgs& a) {
 
   if (!(a.sampler.min_p >= 0.0f && a.sampler.min_p <= 1.0f))
     return invalid_argument("--min-p must be in [0, 1]");
-  MTP_RETURN_IF_ERROR(
-      check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file, a.cache_type_k, a.cache_type_v));
+  MTP_ASSIGN_OR_RETURN(KvCacheTypes kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
+                                                        a.cache_type_k, a.cache_type_v));
   if (a.reference && (a.cache_type_k != "f32" || a.cache_type_v != "f32"))
     return invalid_argument("--cache-type-k/-v are the engine's; --reference keeps its cache in f32");
   ThreadPool pool(a.threads);
@@ -130,7 +130,7 @@ Status run(const RunArgs& a) {
   enc.parse_special = true;
   const std::vector<int32_t> prompt = tok.encode(a.prompt, enc);
   if (prompt.empty()) return invalid_argument("the prompt has no tokens");
-  if (!a.reference && a.dump_logits.empty()) return run_engine(a, model, tok, prompt, pool);
+  if (!a.reference && a.dump_logits.empty()) return run_engine(a, kv, model, tok, prompt, pool);
   if (a.spec != "none")
     return invalid_argument("--spec works with the engine only (not --reference or --dump-logits)");
 
@@ -156,8 +156,8 @@ Status run(const RunArgs& a) {
     mo.n_seq = 1;
     mo.n_snapshots = 0;  // plain decoding never rolls back
     mo.mtp = false;
-    MTP_ASSIGN_OR_RETURN(mo.cache_type_k, kv_cache_type_from_name(a.cache_type_k));
-    MTP_ASSIGN_OR_RETURN(mo.cache_type_v, kv_cache_type_from_name(a.cache_type_v));
+    mo.cache_type_k = kv.k;
+    mo.cache_type_v = kv.v;
     MTP_ASSIGN_OR_RETURN(Memory m, Memory::create(model.config(), mo));
     memory.emplace(std::move(m));
     MTP_ASSIGN_OR_RETURN(seq, memory->seq_create());

@@ -50,6 +50,7 @@ struct ServeArgs {
   int64_t draft_vocab = 0;
   std::string draft_vocab_file;
   std::string cache_type_k = "f32", cache_type_v = "f32";
+  KvCacheTypes kv;  // the two above, parsed by validate()
   int max_drafting_slots = -1;
   std::string spec_policy = "fixed";
   // Defaults of requests.
@@ -129,8 +130,8 @@ Status validate(ServeArgs& a) {
       return invalid_argument("--spec-type: only draft-mtp and none are supported, got '", a.spec_type, "'");
     }
   }
-  MTP_RETURN_IF_ERROR(
-      check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file, a.cache_type_k, a.cache_type_v));
+  MTP_ASSIGN_OR_RETURN(a.kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
+                                             a.cache_type_k, a.cache_type_v));
   if (a.draft_max < 0 || a.draft_min < 0 || a.draft_min > std::max(a.draft_max, 0))
     return invalid_argument("--draft-max/--draft-min: need 0 <= min <= max, got ", a.draft_min, ", ",
                             a.draft_max);
@@ -263,12 +264,8 @@ int serve(ServeArgs& a) {
   eo.head_path = a.head;
   eo.draft_vocab = a.draft_vocab;
   eo.draft_vocab_file = a.draft_vocab_file;
-  auto ctk = kv_cache_type_from_name(a.cache_type_k);
-  if (!ctk.ok()) return fail(ctk.status().with_context("--cache-type-k"));
-  auto ctv = kv_cache_type_from_name(a.cache_type_v);
-  if (!ctv.ok()) return fail(ctv.status().with_context("--cache-type-v"));
-  eo.cache_type_k = *ctk;
-  eo.cache_type_v = *ctv;
+  eo.cache_type_k = a.kv.k;
+  eo.cache_type_v = a.kv.v;
   eo.end_tokens = default_end_tokens(model->vocab());
   eo.n_sample = tok->n_tokens();
   auto engine = Engine::create(*model, eo, pool);

@@ -10,11 +10,17 @@
 
 namespace mtp::tools {
 
+// The KV cache formats of --cache-type-k/-v.
+struct KvCacheTypes {
+  GgmlType k = GgmlType::F32, v = GgmlType::F32;
+};
+
 // --spec, --head, --draft-vocab(-file) and --cache-type-k/-v together: flags that only mean something with
-// MTP drafting are refused without it rather than silently ignored.
-inline Status check_spec_args(const std::string& spec, const std::string& head, int64_t draft_vocab,
-                              const std::string& draft_vocab_file, const std::string& cache_type_k,
-                              const std::string& cache_type_v) {
+// MTP drafting are refused without it rather than silently ignored. Returns the parsed cache types.
+inline Expected<KvCacheTypes> check_spec_args(const std::string& spec, const std::string& head,
+                                              int64_t draft_vocab, const std::string& draft_vocab_file,
+                                              const std::string& cache_type_k,
+                                              const std::string& cache_type_v) {
   if (spec != "none" && spec != "mtp")
     return invalid_argument("--spec must be none or mtp, got '", spec, "'");
   if (!head.empty() && spec != "mtp") return invalid_argument("--head needs --spec mtp");
@@ -22,11 +28,11 @@ inline Status check_spec_args(const std::string& spec, const std::string& head, 
   if (!draft_vocab_file.empty() && draft_vocab == 0)
     return invalid_argument("--draft-vocab-file needs --draft-vocab N (how many of its ids to draft over)");
   if (draft_vocab > 0 && spec != "mtp") return invalid_argument("--draft-vocab needs --spec mtp");
-  if (auto t = kv_cache_type_from_name(cache_type_k); !t.ok())
-    return t.status().with_context("--cache-type-k");
-  if (auto t = kv_cache_type_from_name(cache_type_v); !t.ok())
-    return t.status().with_context("--cache-type-v");
-  return Status::Ok();
+  auto k = kv_cache_type_from_name(cache_type_k);
+  if (!k.ok()) return k.status().with_context("--cache-type-k");
+  auto v = kv_cache_type_from_name(cache_type_v);
+  if (!v.ok()) return v.status().with_context("--cache-type-v");
+  return KvCacheTypes{*k, *v};
 }
 
 }  // namespace mtp::tools
