@@ -78,6 +78,7 @@ void delta_rule_columns(const DeltaRuleRow* rows, int64_t n, int64_t d, int64_t 
       for (int64_t i = 0; i < d; ++i) {
         const float x = std::fma(w.k[i], r, w.dst[i * d + c]);
         w.dst[i * d + c] = x;
+        if (w.snapshot != nullptr) w.snapshot[i * d + c] = x;
         o = std::fma(x, w.q[i], o);
       }
       w.out[c] = o;

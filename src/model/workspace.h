@@ -34,11 +34,12 @@ struct ActCache {
   }
 };
 
-// The rows of one sequence in a batch, in order, and (trunk batches) the GDN plane each row reads and writes.
+// The rows of one sequence in a batch, in order, and (trunk batches) the GDN planes they update and fill.
 struct SeqGroup {
   int32_t seq = 0;
   std::vector<int32_t> rows;
-  std::vector<int32_t> src, dst;
+  int32_t plane = 0;          // the GDN plane every row updates in place (the sequence's live plane)
+  std::vector<int32_t> snap;  // per row: the plane that gets a copy of the state after it, or -1
 };
 
 struct Workspace {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -200,48 +201,57 @@ TEST(VecKernels, DeltaRuleMatchesScalarBitwise) {
   }
 }
 
-// The engine's verify pattern on 64-byte-aligned planes (where the SIMD levels write the last out-of-place
-// plane with streaming stores): row 0 in place on the live plane, rows 1.. each into a plane of its own; and
-// rows that all start from the same plane (no chain). Same bits as the scalar twin in every plane and output.
-TEST(VecKernels, DeltaRuleSnapshotPlanesMatchScalarBitwise) {
-  for (int64_t d : {int64_t{128}, int64_t{32}}) {
+// The engine's verify pattern: every row in place on the live plane, each row but the last copying the
+// state after it into a snapshot plane of its own (64-byte aligned, where the SIMD levels stream it, and one
+// float off, where they store it plainly). The live plane ends as, and snapshot t equals, the state after
+// that row of a plain chain of out-of-place steps; outputs the same; every level gives the scalar twin's
+// bits.
+TEST(VecKernels, DeltaRuleSnapshotsMatchScalarBitwise) {
+  for (int64_t d : {int64_t{128}, int64_t{32}, int64_t{69}}) {
     for (int64_t n = 1; n <= 5; ++n) {
-      for (bool chained : {true, false}) {
-        const std::vector<float> s0 = test::make_values(Pattern::kGaussian, d, d, 3);
-        const std::vector<float> kqv = test::make_values(Pattern::kGaussian, 3 * n, d, 4);
-        struct Run {
-          std::vector<float> buf, out;
-          float* planes = nullptr;
-        };
-        auto run = [&](Run& r, bool scalar) {
-          r.buf.assign(static_cast<size_t>((n + 1) * d * d + 16), -2.0f);
-          const uintptr_t p = reinterpret_cast<uintptr_t>(r.buf.data());
-          r.planes = r.buf.data() + (64 - p % 64) % 64 / sizeof(float);
-          std::copy(s0.begin(), s0.end(), r.planes);
-          r.out.assign(static_cast<size_t>(n * d), -1.0f);
+      const std::vector<float> s0 = test::make_values(Pattern::kGaussian, d, d, 3);
+      const std::vector<float> kqv = test::make_values(Pattern::kGaussian, 3 * n, d, 4);
+      auto row = [&](int64_t t, const float* src, float* dst, float* out, float* snapshot) {
+        const float* base = kqv.data() + 3 * t * d;
+        return kernels::DeltaRuleRow{src,  dst, base,    base + d, base + 2 * d, 0.6f + 0.05f * t,
+                                     0.9f, out, snapshot};
+      };
+      // Reference: plane t + 1 = the state after row t, out of place.
+      std::vector<float> chain(static_cast<size_t>((n + 1) * d * d)), want_out(static_cast<size_t>(n * d));
+      std::copy(s0.begin(), s0.end(), chain.begin());
+      std::vector<kernels::DeltaRuleRow> ref;
+      for (int64_t t = 0; t < n; ++t)
+        ref.push_back(row(t, chain.data() + t * d * d, chain.data() + (t + 1) * d * d,
+                          want_out.data() + t * d, nullptr));
+      kernels::scalar::delta_rule(ref.data(), n, d);
+
+      for (bool aligned : {true, false}) {
+        auto run = [&](bool scalar, const char* what) {
+          std::vector<float> buf(static_cast<size_t>((n + 1) * d * d + 32), -2.0f), out(n * d, -1.0f);
+          const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+          float* live = buf.data() + (64 - p % 64) % 64 / sizeof(float);
+          float* snaps = live + d * d + (aligned ? 0 : 1);
+          std::copy(s0.begin(), s0.end(), live);
           std::vector<kernels::DeltaRuleRow> rows;
-          for (int64_t t = 0; t < n; ++t) {
-            const float* base = kqv.data() + 3 * t * d;
-            float* src = r.planes + (chained && t > 0 ? t * d * d : 0);
-            float* dst = r.planes + (t == 0 && chained ? 0 : (t + 1) * d * d);
-            rows.push_back(
-                {src, dst, base, base + d, base + 2 * d, 0.6f + 0.05f * t, 0.9f, r.out.data() + t * d});
-          }
+          for (int64_t t = 0; t < n; ++t)
+            rows.push_back(row(t, live, live, out.data() + t * d, t + 1 < n ? snaps + t * d * d : nullptr));
           if (scalar)
             kernels::scalar::delta_rule(rows.data(), n, d);
           else
             kernels::delta_rule(rows.data(), n, d);
+          const std::string at = std::string(what) + " d " + std::to_string(d) + " n " + std::to_string(n) +
+                                 (aligned ? " aligned" : " unaligned");
+          EXPECT_TRUE(std::equal(live, live + d * d, chain.begin() + n * d * d)) << at << ": live plane";
+          for (int64_t t = 0; t + 1 < n; ++t)
+            EXPECT_TRUE(
+                std::equal(snaps + t * d * d, snaps + (t + 1) * d * d, chain.begin() + (t + 1) * d * d))
+                << at << ": snapshot after row " << t;
+          EXPECT_EQ(out, want_out) << at << ": outputs";
         };
-        Run want;
-        run(want, true);
+        run(true, "scalar");
         for (Isa isa : test::supported_isas()) {
           IsaScope scope(isa);
-          Run got;
-          run(got, false);
-          const int64_t len = (n + 1) * d * d;
-          EXPECT_TRUE(std::equal(got.planes, got.planes + len, want.planes))
-              << isa_name(isa) << " d " << d << " n " << n << " chained " << chained;
-          EXPECT_EQ(got.out, want.out) << isa_name(isa) << " d " << d << " n " << n << " chained " << chained;
+          run(false, isa_name(isa));
         }
       }
     }

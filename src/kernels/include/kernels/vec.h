@@ -37,7 +37,8 @@ int64_t argmax(const float* x, int64_t n);
 
 // One step of the gated delta rule on a d x d state S (row i at src + i * d), for one value head:
 //   S' = decay * S;  r = S'^T k;  delta = beta * (v - r);  S' += k delta^T;  out = S'^T q
-// into dst (may equal src: in place).
+// into dst (may equal src: in place), and also into snapshot when it is set (a rollback copy of the state
+// after this row: streamed, so its old lines are never read).
 struct DeltaRuleRow {
   const float* src;
   float* dst;
@@ -47,6 +48,7 @@ struct DeltaRuleRow {
   float beta;
   float decay;
   float* out;
+  float* snapshot = nullptr;
 };
 // Steps rows[0..n) in order (row t's src is usually row t-1's dst). Element-wise per column with a fixed
 // order over i and fused multiply-adds throughout: every ISA level gives the same bits, and a step's bits do

@@ -9,12 +9,12 @@
 //    Q8_0: 32-element blocks with an fp16 scale, as llama.cpp's q8_0 cache); attention reads them back as
 //    f32.
 //  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
-//    in K+1 "planes" per sequence (K = max draft length snapshots). A sequence's first row of a batch, and
-//    every row before its snapshot rows, updates the live plane in place; each snapshot row (one of the last
-//    K rows that ask for logits, never the first row: verify rows d1..dn, a prompt chunk's last row) writes
-//    the state after it into a plane of its own (the delta rule runs out of place, reading the previous
-//    row's plane), so rollback(seq, keep) to any kept row only re-points the live plane: no copy at all. The
-//    state before a batch is not kept: a plain decode step is one in-place update, the cheapest there is.
+//    in K+1 "planes" per sequence (K = max draft length snapshots). Every row of a batch updates the live
+//    plane in place; for the snapshot rows (the last K rows that ask for logits, never the first row: verify
+//    rows d1..dn, a prompt chunk's last row), the state after the row before each of them is also copied
+//    into a plane of its own as the delta rule writes it, so rollback(seq, keep) to any kept row only
+//    re-points the live plane: no copy at rollback. The state before a batch is not kept: a plain decode
+//    step is one in-place update, the cheapest there is.
 #pragma once
 
 #include <cstdint>
@@ -141,7 +141,12 @@ class Memory {
   // planes are zeroed at create (touched once up front) and a sequence's again by seq_create/seq_reset.
   // n_blocks x n_attn_slots x {K rows x block_size, V rows x block_size}
   std::unique_ptr<uint8_t[]> kv_;
-  std::unique_ptr<float[]> gdn_;  // n_seq x planes x n_gdn x (conv + ssm)
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  // n_seq x planes x n_gdn x (conv + ssm), 64-byte aligned (with conv and ssm multiples of 16 floats, every
+  // head's state is: snapshots are written with streaming stores)
+  std::unique_ptr<float, FreeDeleter> gdn_;
   uint64_t kv_bytes_ = 0, gdn_bytes_ = 0;
   std::vector<int32_t> free_;
   std::vector<Seq> seqs_;
