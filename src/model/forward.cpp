@@ -297,8 +297,8 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   // Conv per sequence over [window; its rows' inputs], in chunks of channels: one pass over the pool for all
   // sequences (chunks of 4 KB rows: the windows are read from DRAM, and 1 KB pieces measured 1.6x slower at
   // 16 sequences). An item copies its channels' window and inputs first (the outputs overwrite u in place),
-  // then the window after each snapshot row goes to its snapshot plane and the window after the last row to
-  // the live plane (in place, an item writes only channels it has already read).
+  // then the window after each row that has a snapshot plane goes to that plane and the window after the
+  // last row to the live plane (in place, an item writes only channels it has already read).
   constexpr int64_t kConvChunk = 1024;
   const int64_t n_chunks = (cd + kConvChunk - 1) / kConvChunk;
   p.pool.parallel_for(static_cast<size_t>(ws.n_groups * n_chunks), [&](size_t item, int thread) {
@@ -349,8 +349,8 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   }
 
   // The recurrence: one task per (sequence, value head), rows in order, in place on the live plane (the
-  // head's 64 KB state stays in cache from row to row), each snapshot row streaming a copy of the state after
-  // it. (kernels::delta_rule: the reference delta_rule_step with fused multiply-adds.)
+  // head's 64 KB state stays in cache from row to row); a row with a snapshot plane also writes the state
+  // after it there. (kernels::delta_rule: the reference delta_rule_step with fused multiply-adds.)
   p.pool.parallel_for(static_cast<size_t>(ws.n_groups * h_v), [&](size_t task, int thread) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(task) / h_v];
     const int64_t j = static_cast<int64_t>(task) % h_v, kh = j % h_k;

@@ -205,7 +205,7 @@ TEST(VecKernels, DeltaRuleMatchesScalarBitwise) {
 // state after it into a snapshot plane of its own (64-byte aligned, where the SIMD levels stream it, and one
 // float off, where they store it plainly). The live plane ends as, and snapshot t equals, the state after
 // that row of a plain chain of out-of-place steps; outputs the same; every level gives the scalar twin's
-// bits.
+// bits, and the same chain run out of place on aligned planes too.
 TEST(VecKernels, DeltaRuleSnapshotsMatchScalarBitwise) {
   for (int64_t d : {int64_t{128}, int64_t{32}, int64_t{69}}) {
     for (int64_t n = 1; n <= 5; ++n) {
@@ -253,6 +253,22 @@ TEST(VecKernels, DeltaRuleSnapshotsMatchScalarBitwise) {
           IsaScope scope(isa);
           run(false, isa_name(isa));
         }
+      }
+      // The same chain out of place on 64-byte-aligned planes (where the SIMD levels stream the last row's
+      // destination, which no later row reads).
+      for (Isa isa : test::supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> buf(static_cast<size_t>((n + 1) * d * d + 16), -2.0f), out(n * d, -1.0f);
+        const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+        float* planes = buf.data() + (64 - p % 64) % 64 / sizeof(float);
+        std::copy(s0.begin(), s0.end(), planes);
+        std::vector<kernels::DeltaRuleRow> rows;
+        for (int64_t t = 0; t < n; ++t)
+          rows.push_back(row(t, planes + t * d * d, planes + (t + 1) * d * d, out.data() + t * d, nullptr));
+        kernels::delta_rule(rows.data(), n, d);
+        EXPECT_TRUE(std::equal(planes, planes + (n + 1) * d * d, chain.begin()))
+            << isa_name(isa) << " d " << d << " n " << n << ": out-of-place planes";
+        EXPECT_EQ(out, want_out) << isa_name(isa) << " d " << d << " n " << n << ": out-of-place outputs";
       }
     }
   }

@@ -38,7 +38,7 @@ int64_t argmax(const float* x, int64_t n);
 // One step of the gated delta rule on a d x d state S (row i at src + i * d), for one value head:
 //   S' = decay * S;  r = S'^T k;  delta = beta * (v - r);  S' += k delta^T;  out = S'^T q
 // into dst (may equal src: in place), and also into snapshot when it is set (a rollback copy of the state
-// after this row: streamed, so its old lines are never read).
+// after this row: where 64-byte aligned, with d * 4 a multiple of 64, streamed, its old lines never read).
 struct DeltaRuleRow {
   const float* src;
   float* dst;

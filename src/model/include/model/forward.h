@@ -3,7 +3,8 @@
 //
 // Per layer, each projection runs once over all rows of the batch (kernels::matmul, weights read once per
 // batch); attention reads each row's own sequence's KV; the Gated DeltaNet recurrence runs per sequence row
-// by row, writing the state after each of the last K rows into its own plane (memory.h); MoE routes every
+// by row in place, streaming the states that rollback may return to into planes of their own (memory.h);
+// MoE routes every
 // row, groups rows by expert, runs each selected expert once over its rows, and adds each row's expert
 // outputs back in the order of that row's top-k list. Every reduction has a fixed order per row, so a row's
 // results are bitwise the same whatever else is in the batch and however the batch was split (batch

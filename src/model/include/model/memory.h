@@ -10,14 +10,15 @@
 //    f32.
 //  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
 //    in K+1 "planes" per sequence (K = max draft length snapshots). Every row of a batch updates the live
-//    plane in place; for the snapshot rows (the last K rows that ask for logits, never the first row: verify
-//    rows d1..dn, a prompt chunk's last row), the state after the row before each of them is also copied
-//    into a plane of its own as the delta rule writes it, so rollback(seq, keep) to any kept row only
-//    re-points the live plane: no copy at rollback. The state before a batch is not kept: a plain decode
-//    step is one in-place update, the cheapest there is.
+//    plane in place; for the snapshot rows (at most K trailing rows that ask for logits, never the first
+//    row: verify rows d1..dn, a prompt chunk's last row), the state after the row before each of them is
+//    also copied into a plane of its own as the delta rule writes it, so rollback(seq, keep) to any kept row
+//    only re-points the live plane: no copy at rollback. The state before a batch is not kept: a plain
+//    decode step is one in-place update, the cheapest there is.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -144,8 +145,8 @@ class Memory {
   struct FreeDeleter {
     void operator()(float* p) const { std::free(p); }
   };
-  // n_seq x planes x n_gdn x (conv + ssm), 64-byte aligned (with conv and ssm multiples of 16 floats, every
-  // head's state is: snapshots are written with streaming stores)
+  // n_seq x planes x n_gdn x (conv + ssm), 2 MB aligned (with conv and ssm multiples of 16 floats, every
+  // head's state is 64-byte aligned: snapshots are written with streaming stores)
   std::unique_ptr<float, FreeDeleter> gdn_;
   uint64_t kv_bytes_ = 0, gdn_bytes_ = 0;
   std::vector<int32_t> free_;
