@@ -2,8 +2,21 @@
 #include "server/engine_loop.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "base/log.h"
 
 namespace mtp::server {
+namespace {
+
+std::string format_ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", seconds * 1e3);
+  return buf;
+}
+
+}  // namespace
 
 // The engine thread's wake-up: the queue, the flags and every channel's cancel() notify it.
 struct RequestChannel::Waker {
@@ -223,6 +236,14 @@ void EngineLoop::run() {
       continue;
     }
     metrics_.on_step(info);
+    if (opt_.log_steps) {
+      // What an operator needs to see the throttle and the auto policy at work, step by step.
+      log_line(LogLevel::kInfo,
+               str_cat("step ", steps_, ": generating ", info.generating, ", rows ", info.trunk_rows,
+                       " (prompt ", info.prompt_rows, "), drafting ", info.drafting, ", drafted ",
+                       info.drafted, ", accepted ", info.accepted, ", ", format_ms(info.seconds),
+                       " ms (draft ", format_ms(info.draft_seconds), " ms)"));
+    }
     for (SlotEvent& ev : events) handle_event(ev);
     // Requests the server ended whose kCancelled event did not come with this step: finish them with the
     // server's own timings rather than wait.

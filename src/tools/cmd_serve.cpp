@@ -66,6 +66,7 @@ struct ServeArgs {
   size_t max_body = size_t{8} << 20;
   double shutdown_timeout = 10;
   bool log_requests = false;
+  bool log_steps = false;
   // Accepted for compatibility; reported.
   std::vector<std::string> notices;
   std::string env_error;  // a malformed environment setting, refused like a bad flag
@@ -281,6 +282,7 @@ int serve(ServeArgs& a) {
   cfg.max_body_bytes = a.max_body;
   cfg.http_threads = a.threads_http;
   cfg.loop.max_queue = a.max_queue;
+  cfg.loop.log_steps = a.log_steps;
   cfg.shutdown_timeout_s = a.shutdown_timeout;
   cfg.log_requests = a.log_requests;
   server::RequestDefaults& d = cfg.defaults;
@@ -434,6 +436,8 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
   cmd.add_option("--shutdown-timeout", a->shutdown_timeout, "Seconds running requests get on SIGINT/SIGTERM")
       ->capture_default_str();
   cmd.add_flag("--log-requests", a->log_requests, "One line per response on stderr");
+  cmd.add_flag("--log-steps", a->log_steps,
+               "One line per engine step on stderr: slots generating and drafting, rows, drafts, time");
   const std::string cpu = "ignored, the engine is CPU-only";
   accept_noop(&cmd, a, "--n-gpu-layers,--gpu-layers", cpu, true);
   accept_noop(&cmd, a, "--n-gpu-layers-draft,--spec-draft-ngl", cpu, true);

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <future>
 #include <regex>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "../tools/cli_util.h"
@@ -235,6 +237,41 @@ TEST(ServeTest, PerRequestSpeculative) {
   Json off2 = post_json(port, "/v1/completions", off_body);
   EXPECT_EQ(off2["timings"]["draft_n"], 0);
   EXPECT_GT(f.get()["timings"]["draft_n"].get<int64_t>(), 0);
+}
+
+// --log-steps: one stderr line per engine step, saying what the batch held and what was drafted; the counts
+// add up to the response's own.
+TEST(ServeTest, LogStepsPrintsEveryStep) {
+  ServerProcess srv(kModel + " -np 2 --spec mtp --draft-max 2 --log-steps", 120, /*capture_stderr=*/true);
+  Json body = Json{{"prompt", "The model"}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
+  Json r = post_json(srv.port(), "/v1/completions", body);
+  const std::string out = srv.read_output(1.0);
+  int64_t steps = 0, drafted = 0, accepted = 0, generating = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("mtp: step ", 0) != 0) continue;
+    ++steps;
+    long long s, g, rows, prompt, d, dr, ac;
+    ASSERT_EQ(std::sscanf(line.c_str(),
+                          "mtp: step %lld: generating %lld, rows %lld (prompt %lld), drafting %lld, drafted "
+                          "%lld, accepted %lld,",
+                          &s, &g, &rows, &prompt, &d, &dr, &ac),
+              7)
+        << line;
+    EXPECT_NE(line.find(" ms (draft "), std::string::npos) << line;
+    EXPECT_GE(rows, g + prompt) << line;
+    generating += g;
+    drafted += dr;
+    accepted += ac;
+  }
+  EXPECT_GT(steps, 1) << out;
+  EXPECT_GT(generating, 0);
+  EXPECT_EQ(drafted, r["timings"]["draft_n"].get<int64_t>()) << out;
+  EXPECT_EQ(accepted, r["timings"]["draft_n_accepted"].get<int64_t>()) << out;
+  // Without the flag, no step lines.
+  ServerProcess quiet(kModel + " -np 1", 120, /*capture_stderr=*/true);
+  post_json(quiet.port(), "/v1/completions", body);
+  EXPECT_EQ(quiet.read_output(0.5).find("mtp: step "), std::string::npos);
 }
 
 TEST(ServeTest, BadInputAndDisconnect) {

@@ -21,8 +21,8 @@ namespace mtp::testing {
 class ServerProcess {
  public:
   // `args` are split on spaces (no quoting); run from the source tree root. Throws if the server does not
-  // print its port within `timeout_s`.
-  explicit ServerProcess(const std::string& args, double timeout_s = 120) {
+  // print its port within `timeout_s`. With `capture_stderr`, stderr goes into the same pipe as stdout.
+  explicit ServerProcess(const std::string& args, double timeout_s = 120, bool capture_stderr = false) {
     std::vector<std::string> argv_s = {MTP_BINARY, "serve", "--port", "0"};
     std::istringstream ss(args);
     for (std::string a; ss >> a;) argv_s.push_back(a);
@@ -32,6 +32,7 @@ class ServerProcess {
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
+      if (capture_stderr) dup2(out[1], STDERR_FILENO);
       ::close(out[0]);
       ::close(out[1]);
       if (chdir(MTP_SOURCE_DIR) != 0) _exit(127);
@@ -76,6 +77,19 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   // What the server printed on stdout before it listened (its effective configuration).
   const std::string& banner() const { return output_; }
+  // Everything printed so far after reading what arrives within `seconds` (the banner included).
+  const std::string& read_output(double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(out_fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      output_.append(buf, static_cast<size_t>(n));
+    }
+    return output_;
+  }
 
   void signal(int sig) { kill(pid_, sig); }
   // Waits for the exit; returns the exit status, or -1 after `timeout_s` (the process is then killed) or when
