@@ -306,7 +306,8 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
     const int64_t m = static_cast<int64_t>(sg.rows.size());
     const int64_t c0 = static_cast<int64_t>(item) % n_chunks * kConvChunk, nc = std::min(cd - c0, kConvChunk);
     float* hist = p.scratch(thread, (n_prev + m) * nc);  // (n_prev + m) x nc
-    const float* window = mem.conv_state(sg.seq, sg.plane, gi);
+    const int32_t live = mem.seq(sg.seq).live;
+    const float* window = mem.conv_state(sg.seq, live, gi);
     for (int64_t i = 0; i < n_prev; ++i) std::memcpy(hist + i * nc, window + i * cd + c0, sizeof(float) * nc);
     for (int64_t t = 0; t < m; ++t)
       std::memcpy(hist + (n_prev + t) * nc, u + sg.rows[t] * cd + c0, sizeof(float) * nc);
@@ -321,7 +322,7 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
       kernels::silu(y, y, nc);
     }
     for (int64_t t = 0; t < m; ++t) {
-      const int32_t plane = t + 1 == m ? sg.plane : sg.snap[t];
+      const int32_t plane = t + 1 == m ? live : sg.snap[t];
       if (plane < 0) continue;
       float* out = mem.conv_state(sg.seq, plane, gi);
       for (int64_t i = 0; i < n_prev; ++i)
@@ -355,11 +356,11 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(task) / h_v];
     const int64_t j = static_cast<int64_t>(task) % h_v, kh = j % h_k;
     std::vector<kernels::DeltaRuleRow>& steps = ws.delta_rows[thread];
+    float* const state = mem.ssm_state(sg.seq, mem.seq(sg.seq).live, gi) + j * d * d;
     steps.clear();
     for (size_t t = 0; t < sg.rows.size(); ++t) {
       const int64_t row = sg.rows[t];
       const float* y = u + row * cd;
-      float* state = mem.ssm_state(sg.seq, sg.plane, gi) + j * d * d;
       float* snapshot = sg.snap[t] < 0 ? nullptr : mem.ssm_state(sg.seq, sg.snap[t], gi) + j * d * d;
       steps.push_back({state, state, y + key_dim + kh * d, y + kh * d, y + 2 * key_dim + j * d,
                        b[row * h_v + j], std::exp(al[row * h_v + j]), o + row * value_dim + j * d, snapshot});
@@ -638,7 +639,6 @@ Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out
     SeqGroup& sg = ws.groups[gr];
     const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = first_snapshot(sg);
     const int32_t live = mem.seq(sg.seq).live;
-    sg.plane = live;
     sg.snap.assign(static_cast<size_t>(m), -1);
     for (int64_t t = first_snap - 1; t + 1 < m; ++t)
       sg.snap[t] = static_cast<int32_t>((live + 1 + (t - (first_snap - 1))) % planes);
@@ -652,9 +652,10 @@ Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out
   for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
     const SeqGroup& sg = ws.groups[gr];
     Memory::Seq& q = mem.seq(sg.seq);
-    const int64_t m = static_cast<int64_t>(sg.rows.size()), first_snap = first_snapshot(sg);
-    q.plane_after.assign(static_cast<size_t>(m), -1);
-    for (int64_t t = first_snap - 1; t < m; ++t) q.plane_after[t] = t + 1 == m ? sg.plane : sg.snap[t];
+    const int64_t m = static_cast<int64_t>(sg.rows.size());
+    // The state after row t: its snapshot plane (-1 before the first), after the last row the live plane.
+    q.plane_after = sg.snap;
+    q.plane_after[static_cast<size_t>(m - 1)] = q.live;
     q.last_p0 = q.n_past;
     q.last_n = m;
     q.n_past += m;

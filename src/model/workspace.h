@@ -34,11 +34,11 @@ struct ActCache {
   }
 };
 
-// The rows of one sequence in a batch, in order, and (trunk batches) the GDN planes they update and fill.
+// The rows of one sequence in a batch, in order, and (trunk batches) the GDN snapshot planes they fill (every
+// row updates the sequence's live plane in place).
 struct SeqGroup {
   int32_t seq = 0;
   std::vector<int32_t> rows;
-  int32_t plane = 0;          // the GDN plane every row updates in place (the sequence's live plane)
   std::vector<int32_t> snap;  // per row: the plane that gets a copy of the state after it, or -1
 };
 

@@ -3,20 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string>
-
-#include "base/log.h"
 
 namespace mtp::server {
-namespace {
-
-std::string format_ms(double seconds) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", seconds * 1e3);
-  return buf;
-}
-
-}  // namespace
 
 // The engine thread's wake-up: the queue, the flags and every channel's cancel() notify it.
 struct RequestChannel::Waker {
@@ -237,12 +225,15 @@ void EngineLoop::run() {
     }
     metrics_.on_step(info);
     if (opt_.log_steps) {
-      // What an operator needs to see the throttle and the auto policy at work, step by step.
-      log_line(LogLevel::kInfo,
-               str_cat("step ", steps_, ": generating ", info.generating, ", rows ", info.trunk_rows,
-                       " (prompt ", info.prompt_rows, "), drafting ", info.drafting, ", drafted ",
-                       info.drafted, ", accepted ", info.accepted, ", ", format_ms(info.seconds),
-                       " ms (draft ", format_ms(info.draft_seconds), " ms)"));
+      // What an operator needs to see the throttle and the auto policy at work, step by step (one call: the
+      // line is not split by other threads' output).
+      std::fprintf(
+          stderr,
+          "mtp: step %llu: generating %d, rows %lld (prompt %lld), drafting %d, drafted %lld, accepted "
+          "%lld, %.1f ms (draft %.1f ms)\n",
+          static_cast<unsigned long long>(steps_), info.generating, static_cast<long long>(info.trunk_rows),
+          static_cast<long long>(info.prompt_rows), info.drafting, static_cast<long long>(info.drafted),
+          static_cast<long long>(info.accepted), info.seconds * 1e3, info.draft_seconds * 1e3);
     }
     for (SlotEvent& ev : events) handle_event(ev);
     // Requests the server ended whose kCancelled event did not come with this step: finish them with the

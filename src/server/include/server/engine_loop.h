@@ -71,8 +71,8 @@ class RequestChannel {
 struct LoopOptions {
   size_t max_queue = 64;  // requests waiting for a slot; more are refused with 503
   int retry_after_s = 1;  // the Retry-After of that refusal
-  bool log_steps =
-      false;  // one stderr line per engine step (what the batch held, what was drafted, its time)
+  // One stderr line per engine step: what the batch held, what was drafted, its time.
+  bool log_steps = false;
 };
 
 class EngineLoop {
