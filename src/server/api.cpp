@@ -408,7 +408,7 @@ std::optional<ApiError> parse_chat_messages(const Json& body, const RequestDefau
   out.chat.extra_context = d.chat_template_kwargs.is_object() ? d.chat_template_kwargs : Json::object();
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) return wrong_type("chat_template_kwargs", "an object", *kw);
-    for (const auto& [key, value] : kw->items()) out.chat.extra_context[key] = value;
+    out.chat.extra_context.update(*kw);  // the request's keys over the defaults
   }
   if (auto et = out.chat.extra_context.find("enable_thinking");
       et != out.chat.extra_context.end() && et->is_boolean())
