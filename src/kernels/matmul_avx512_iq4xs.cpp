@@ -268,25 +268,33 @@ T512 void tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, co
   store_tree(a[0][0], NR, n_out, y, y_stride);
 }
 
-// ---- AMX (Sapphire Rapids tile unit) for the integer sums of the tile kernel ----
+// ---- AMX (the Sapphire Rapids tile unit): 16 activation rows at a time ----
 //
-// The decoded tile's 8 weight vectors of (j, sb) are exactly an AMX "B" tile in VNNI layout (8 rows of 16
-// lanes x 4 bytes); 16 activation rows' 32 bytes of sub-block j form the "A" tile. TDPBUSD (u8 x s8) gives
-// the 16 x 16 exact sums of (q + 128) w, corrected with corr in integers as before, so every pair gets the
-// same isum as with VNNI and the float steps after it are the same instructions: the results are bitwise
-// equal.
+// A piece's 8 weight vectors of (j, sb) are exactly an AMX "B" tile in VNNI layout (8 rows of 16 lanes x 4
+// bytes, K = 32), and the signed bytes (ActLayout::sq) of sub-block j of 16 equally spaced activation rows
+// are an "A" tile read in place. TDPBSSD gives the 16 x 16 exact sums isum(sb, j), the integers the VNNI sums
+// reach with corr, and the float steps after them are tile_rows' instructions in the same order: the results
+// are bitwise equal.
+//
+// Where the time goes (one core of the test machine, a packed 2048 x 32768 matrix, 16 rows, per piece of 16
+// rows x 16 weight rows x 32): VNNI ~130 TSC ticks; AMX ~90, of which the tile unit's loads, product and
+// store take ~45-60 (in a microbenchmark; ~30 of it the product, whose K is only 32 because every sub-block
+// has its own scale) and the 16 rows' float steps ~47, partly overlapped. Hence the gain is 1.1-1.45x and not
+// the tile unit's nominal 8x, and only while one group of 16 rows pays for the decode (amx16).
 
 #define TAMX \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
+#define TAMXV                                                                                   \
+  __attribute__((                                                                               \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c,amx-tile," \
+             "amx-int8")))
 
-// Whether this CPU has AMX-INT8 and the OS let this process use tile data (Linux arch_prctl). Opt-in
-// (MTP_AMX=1): on the shared 2-core test machine it measured slower than the VNNI sums (one core, a packed
-// 32768x2048 matrix, 16-64 rows: 0.77-0.81x; the tile stores wait for each product), so VNNI stays the
-// default until it is tuned.
+// Whether this CPU has AMX-INT8 and the OS lets this process use tile data (Linux arch_prctl). MTP_AMX=0 in
+// the environment turns it off.
 bool amx_available() {
   static const bool ok = [] {
     const char* env = std::getenv("MTP_AMX");
-    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool tile = (d >> 24) & 1, int8 = (d >> 25) & 1;
@@ -306,105 +314,41 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// Tiles 0-1: A (16 activation rows x 32 bytes); 2-3: B (8 x 16 weight rows x 4 bytes); 4-7: C (16 x 16
+// int32). Once per thread: nothing else in the program configures tiles.
 TAMX void amx_configure() {
   static thread_local bool done = false;
   if (done) return;
   TileConfig cfg;
-  cfg.rows[0] = 16, cfg.colsb[0] = 32;  // A: 16 activation rows x 32 bytes
-  cfg.rows[1] = 8, cfg.colsb[1] = 64;   // B: 8 x (16 weight rows x 4 bytes)
-  cfg.rows[2] = 16, cfg.colsb[2] = 64;  // C: 16 x 16 int32
-  cfg.rows[3] = 16, cfg.colsb[3] = 32;  // second set: A, B, C
-  cfg.rows[4] = 8, cfg.colsb[4] = 64;
-  cfg.rows[5] = 16, cfg.colsb[5] = 64;
-  asm volatile("" ::: "memory");
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = t == 2 || t == 3 ? 8 : 16;
+    cfg.colsb[t] = t < 2 ? 32 : 64;
+  }
   _tile_loadconfig(&cfg);
   done = true;
 }
 
-// Staged activation rows (the A tiles need one stride), per thread, only grows; zero-initialized so that the
-// padding rows of a partial block are defined.
-struct StageBuffer {
-  std::vector<uint8_t> v;
-  uint8_t* get(int64_t bytes) {
-    if (static_cast<int64_t>(v.size()) < bytes + 64) v.resize(static_cast<size_t>(bytes + 64), 0);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-    return v.data() + ((64 - p % 64) % 64);
+// (j, sb) of the pieces in the order p = j * nb + sb, stepped without dividing.
+struct PieceCursor {
+  int64_t nb, j = 0, sb = 0;
+  explicit PieceCursor(int64_t n) : nb(n) {}
+  void next() {
+    if (++sb == nb) sb = 0, ++j;
   }
 };
 
-// Up to 16 activation rows (m of them real) against a decoded tile, with the AMX sums. For each j, the sums
-// of every super-block are computed first (alternating two sets of tile registers, so that a tile store
-// waiting for its product does not hold up the next product), then scaled and accumulated in super-block
-// order.
-template <int M>
-TAMX void tile_rows_amx(const uint8_t* tile, int64_t nb, const uint8_t* stage, const float* const* xd, int m,
-                        int64_t n_in, int n_out, float* y, int64_t y_stride, int32_t* cbuf) {
-  alignas(64) float a[M][8][16];
-  for (int j = 0; j < 8; ++j) {
-    asm volatile("" ::: "memory");
-    for (int64_t sb = 0; sb < nb; ++sb) {
-      const uint8_t* piece = tile + (j * nb + sb) * kPieceBytes;
-      int32_t* c = cbuf + sb * 256;
-      if (sb % 2 == 0) {
-        _tile_loadd(0, stage + 256 * sb + 32 * j, n_in);
-        _tile_loadd(1, piece, 64);
-        _tile_zero(2);
-        _tile_dpbusd(2, 0, 1);
-        _tile_stored(2, c, 64);
-      } else {
-        _tile_loadd(3, stage + 256 * sb + 32 * j, n_in);
-        _tile_loadd(4, piece, 64);
-        _tile_zero(5);
-        _tile_dpbusd(5, 3, 4);
-        _tile_stored(5, c, 64);
-      }
-    }
-    __m512 acc[M];
-    for (int r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nb; ++sb) {
-      const uint8_t* piece = tile + (j * nb + sb) * kPieceBytes;
-      const int32_t* c = cbuf + sb * 256;
-      const __m512i corr = _mm512_load_si512(piece + 8 * 64);
-      const __m512 lsdw = _mm512_load_ps(reinterpret_cast<const float*>(piece + 9 * 64));
-      for (int r = 0; r < M; ++r) {
-        const __m512i s = _mm512_add_epi32(_mm512_load_si512(c + 16 * r), corr);
-        const __m512 cs = _mm512_mul_ps(lsdw, _mm512_set1_ps(xd[r][sb]));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), cs, acc[r]);
-      }
-    }
-    for (int r = 0; r < M; ++r) _mm512_store_ps(a[r][j], acc[r]);
-  }
-  store_tree(a[0][0], m, n_out, y, y_stride);
-}
-
-TAMX void tile_amx(const uint8_t* tile, int64_t nb, const uint8_t* const* x, int64_t nx, const ActLayout& l,
-                   int n_out, float* y, int64_t y_stride) {
-  amx_configure();
-  static thread_local StageBuffer buf, cbuf;
-  const int64_t n_in = l.n_in;
-  uint8_t* stage = buf.get(16 * n_in);
-  int32_t* sums = reinterpret_cast<int32_t*>(cbuf.get(nb * 1024));
-  const float* xd[16];
-  for (int64_t i0 = 0; i0 < nx; i0 += 16) {
-    const int m = static_cast<int>(std::min<int64_t>(16, nx - i0));
-    for (int r = 0; r < 16; ++r) xd[r] = act_d(x[i0 + (r < m ? r : 0)], l);
-    for (int r = 0; r < m; ++r) std::memcpy(stage + r * n_in, x[i0 + r], static_cast<size_t>(n_in));
-    float* yi = y + i0 * y_stride;
-    if (m <= 4) {
-      tile_rows_amx<4>(tile, nb, stage, xd, m, n_in, n_out, yi, y_stride, sums);
-    } else if (m <= 8) {
-      tile_rows_amx<8>(tile, nb, stage, xd, m, n_in, n_out, yi, y_stride, sums);
-    } else {
-      tile_rows_amx<16>(tile, nb, stage, xd, m, n_in, n_out, yi, y_stride, sums);
-    }
-  }
+// Whether x[0..15] are equally spaced (an A tile's rows have one stride).
+inline bool equally_spaced16(const uint8_t* const* x) {
+  const int64_t d = x[1] - x[0];
+  for (int r = 2; r < 16; ++r)
+    if (x[r] - x[r - 1] != d) return false;
+  return d > 0;
 }
 
 // Every activation row against a decoded tile. With pf, the groups of 8 rows request the pf_bytes at pf
 // (the next packed tile) into L2 while they compute, each group its share.
 T512 void run_tile(const uint8_t* tile, const uint8_t* const* x, int64_t nx, const ActLayout& l, int n_out,
                    float* y, int64_t y_stride, const uint8_t* pf = nullptr, int64_t pf_bytes = 0) {
-  if (amx_enabled && amx_available()) return tile_amx(tile, l.nb, x, nx, l, n_out, y, y_stride);
   int64_t i = 0;
   const int64_t groups = nx / 8, pf_lines = groups > 0 ? (pf_bytes + 63) / 64 : 0;
   for (; i + 8 <= nx; i += 8) {
@@ -547,6 +491,113 @@ T512V void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x,
   store_tree(a[0][0], NR, n_out, y, y_stride);
 }
 
+// The tile unit's two parts of a piece: the product into C tile TC, and the store of TC into a sums buffer.
+// The tile intrinsics are asm statements that do not tell the compiler which memory they read or write,
+// hence the barriers.
+#define MTP_AMX_PRODUCT(TA, TB, TC, a, a_stride, b) \
+  do {                                              \
+    asm volatile("" ::: "memory");                  \
+    _tile_loadd(TA, a, a_stride);                   \
+    _tile_loadd(TB, b, 64);                         \
+    _tile_zero(TC);                                 \
+    _tile_dpbssd(TC, TA, TB);                       \
+  } while (0)
+#define MTP_AMX_STORE(TC, c)       \
+  do {                             \
+    _tile_stored(TC, c, 64);       \
+    asm volatile("" ::: "memory"); \
+  } while (0)
+
+// 16 equally spaced activation rows x[0..15] against one packed tile, with the integer sums from AMX:
+// y[r * y_stride + o] for o < n_out.
+//
+// Each piece is decoded (signed levels, no corr: TDPBSSD takes the activations' signed bytes) into a ring of
+// 8 slots four steps before its product, so a tile load never waits for the stores that wrote it, and the
+// weights and the 16 rows' activations stay in L1 (a whole decoded tile beside them does not fit: decoding
+// the tile once for several groups measured slower than VNNI). A tile store waits for its product, so at step
+// p come the store of piece p - 2's sums, the product of piece p (four C tiles in turn) and the float steps
+// of piece p - 3. With `first`, the packed tile is requested ahead as packed_rows does.
+template <bool kVbmi>
+TAMXV void amx16(const uint8_t* tile, int64_t nb, const uint8_t* const* x, const ActLayout& l, int n_out,
+                 float* y, int64_t y_stride, bool first) {
+  amx_configure();
+  constexpr int kSlot = 9 * 64;  // 8 weight vectors (the B tile), lsdw
+  alignas(64) uint8_t ring[8][kSlot];
+  alignas(64) int32_t sums[4][256];
+  alignas(64) float a[16][8][16];
+  const __m512i table = table512();
+  const uint8_t* qs = tile + nb * kPackedHeaderBytes;
+  const int8_t* a0 = act_sq(x[0], l);
+  const int64_t a_stride = x[1] - x[0];
+  const float* xd[16];
+  for (int r = 0; r < 16; ++r) xd[r] = act_d(x[r], l);
+  __m512 acc[16];
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t np = 8 * nb;  // pieces p = j * nb + sb, the packed order
+  PieceCursor dc(nb), ac(nb), fc(nb);
+  const auto decode = [&](int64_t p) TAMXV {
+    if (p >= np) return;
+    const uint8_t* in = qs + p * kPackedPieceBytes;
+    if (first) {
+      for (int q = 0; q < 4; ++q) {
+        _mm_prefetch(reinterpret_cast<const char*>(in + kPackedPrefetchBytes + 64 * q), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(in + kPackedPrefetchL2Bytes + 64 * q), _MM_HINT_T1);
+      }
+    }
+    __m512i wv[8];
+    packed_vals_u<kVbmi>(in, table, wv);
+    __m512i* out = reinterpret_cast<__m512i*>(ring[p % 8]);
+    for (int g = 0; g < 8; ++g) _mm512_store_si512(out + g, wv[g]);
+    _mm512_store_ps(reinterpret_cast<float*>(out + 8), packed_lsdw(tile + dc.sb * kPackedHeaderBytes, dc.j));
+    dc.next();
+  };
+  const auto a_next = [&] {
+    const int8_t* r = a0 + 256 * ac.sb + 32 * ac.j;
+    ac.next();
+    return r;
+  };
+  const auto floats = [&](int64_t q) TAMXV {
+    const __m512 lsdw = _mm512_load_ps(reinterpret_cast<const float*>(ring[q % 8] + 8 * 64));
+    const int32_t* s = sums[q % 4];
+    for (int r = 0; r < 16; ++r) {
+      const __m512 c = _mm512_mul_ps(lsdw, _mm512_set1_ps(xd[r][fc.sb]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s + 16 * r)), c, acc[r]);
+    }
+    if (fc.sb == nb - 1) {
+      for (int r = 0; r < 16; ++r) _mm512_store_ps(a[r][fc.j], acc[r]), acc[r] = _mm512_setzero_ps();
+    }
+    fc.next();
+  };
+  for (int64_t p = 0; p < 4; ++p) decode(p);
+  for (int64_t p = 0; p < np; p += 4) {  // np is a multiple of 8; piece q's C tile is 4 + q % 4
+    if (p > 0) MTP_AMX_STORE(6, sums[2]);
+    decode(p + 4);
+    MTP_AMX_PRODUCT(0, 2, 4, a_next(), a_stride, ring[p % 8]);
+    if (p > 0) floats(p - 3);
+    if (p > 0) MTP_AMX_STORE(7, sums[3]);
+    decode(p + 5);
+    MTP_AMX_PRODUCT(1, 3, 5, a_next(), a_stride, ring[(p + 1) % 8]);
+    if (p > 0) floats(p - 2);
+    MTP_AMX_STORE(4, sums[0]);
+    decode(p + 6);
+    MTP_AMX_PRODUCT(0, 2, 6, a_next(), a_stride, ring[(p + 2) % 8]);
+    if (p > 0) floats(p - 1);
+    MTP_AMX_STORE(5, sums[1]);
+    decode(p + 7);
+    MTP_AMX_PRODUCT(1, 3, 7, a_next(), a_stride, ring[(p + 3) % 8]);
+    floats(p);
+  }
+  MTP_AMX_STORE(6, sums[2]);
+  MTP_AMX_STORE(7, sums[3]);
+  floats(np - 3);
+  floats(np - 2);
+  floats(np - 1);
+  store_tree(a[0][0], 16, n_out, y, y_stride);
+}
+
+#undef MTP_AMX_PRODUCT
+#undef MTP_AMX_STORE
+
 // A packed tile into the decoded-tile layout of decode_tile (for batches that reuse it many times).
 T512 void decode_packed(const uint8_t* tile, int64_t nb, uint8_t* out) {
   const __m512i table = table512();
@@ -572,7 +623,17 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
        packed_rows<5, false>, packed_rows<6, false>, packed_rows<7, false>, packed_rows<8, false>},
       {nullptr, packed_rows<1, true>, packed_rows<2, true>, packed_rows<3, true>, packed_rows<4, true>,
        packed_rows<5, true>, packed_rows<6, true>, packed_rows<7, true>, packed_rows<8, true>}};
-  const RowsFn* rows = kRows[vbmi_enabled && vbmi_available()];
+  const bool vbmi = vbmi_enabled && vbmi_available();
+  const RowsFn* rows = kRows[vbmi];
+  // 16 or 17 rows: the first 16 through AMX where the CPU has it and they are equally spaced. Measured on a
+  // packed 2048 x 32768 matrix against VNNI (one thread, two): 16 rows 1.23-1.45x, 1.12-1.25x; 17 rows 1.19x,
+  // 1.08x; 20 rows 1.07x, 0.98x; 24 and 31 rows 0.85-0.92x (the rows after the first 16 then cost more apart
+  // than with them); decoding once for several groups of 16 measured 0.8-1.1x.
+  if ((nx == 16 || nx == 17) && amx_enabled && amx_available() && equally_spaced16(x)) {
+    (vbmi ? amx16<true> : amx16<false>)(tile, l.nb, x, l, n_out, y, y_stride, true);
+    x += 16, nx -= 16, y += 16 * y_stride;
+    if (nx == 0) return;
+  }
   if (nx <= 8) return rows[nx](tile, l.nb, x, l, n_out, y, y_stride);
   // A few rows more than 8 over a wide tile: the packed tile twice, straight (8 rows, then the rest), beats
   // decoding it once into memory, where the decoded tile (8 * nb pieces of 640 bytes: 40 KB at n_in 2048)

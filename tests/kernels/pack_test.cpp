@@ -3,6 +3,7 @@
 // batch size, row list, output range on tile boundaries, thread count and expert of a stack.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -156,6 +157,67 @@ INSTANTIATE_TEST_SUITE_P(Types, PackTypes, ::testing::Values(GgmlType::IQ4_XS, G
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return std::string(type_name(i.param));
                          });
+
+// Batches of 16 or 17 rows whose first 16 are equally spaced (a whole batch, or a row list with a constant
+// step) take their sums for those 16 from AMX where the CPU has it: bitwise the VNNI sums' results and each
+// row's result alone, with and without VBMI's nibble lookup, the other rows of the batch through VNNI in the
+// same call, and batches that do not qualify (irregular lists, other sizes) unchanged.
+TEST(PackIq4Xs, AmxRowsBitwiseEqualVnniAndOneRow) {
+  if (!kernels::isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  IsaScope scope(Isa::kAvx512);
+  const int64_t n_out = 48, rows = 70;
+  for (int64_t n_in : {256, 2048}) {
+    for (Pattern wp : {Pattern::kGaussian, Pattern::kLarge, Pattern::kSpikes}) {
+      const test::QuantMatrix m =
+          test::make_matrix(GgmlType::IQ4_XS, test::make_values(wp, n_out, n_in, 6), n_in, n_out);
+      Packed p = pack(m.view());
+      const std::vector<float> x = activations(rows, n_in);
+      PreparedActivations acts;
+      acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
+      std::vector<float> alone(static_cast<size_t>(rows * n_out));
+      for (int32_t r = 0; r < rows; ++r)
+        kernels::matmul_range(m.view(), acts, &r, 1, 0, n_out, alone.data() + r * n_out, n_out);
+      // The first n rows; every second row; 16 rows with a step of 3, then irregular ones; irregular ones.
+      std::vector<std::vector<int32_t>> lists;
+      for (int n : {16, 17, 20, 24, 29, 31, 32, 40}) {
+        lists.emplace_back();
+        for (int32_t i = 0; i < n; ++i) lists.back().push_back(i);
+      }
+      lists.emplace_back();
+      for (int32_t i = 0; i < 16; ++i) lists.back().push_back(2 * i);
+      lists.emplace_back();
+      for (int32_t i = 0; i < 16; ++i) lists.back().push_back(3 * i + 1);
+      lists.back().push_back(5);
+      lists.emplace_back();
+      for (int32_t i = 0; i < 18; ++i) lists.back().push_back((11 * i + 5) % rows);
+      for (bool amx : {true, false}) {
+        const bool amx_was = kernels::detail::set_amx_enabled(amx);
+        for (bool vbmi : {true, false}) {
+          const bool vbmi_was = kernels::detail::set_vbmi_enabled(vbmi);
+          for (const std::vector<int32_t>& list : lists) {
+            const int64_t batch = static_cast<int64_t>(list.size());
+            // Lists of the first rows run as a whole batch (no row list), as the engine's dense products do.
+            const int32_t* rl = list.back() == batch - 1 ? nullptr : list.data();
+            std::vector<float> y(static_cast<size_t>(batch * n_out), -1.0f);
+            kernels::matmul_range(p.view, acts, rl, batch, 0, 16, y.data(), n_out);
+            kernels::matmul_range(p.view, acts, rl, batch, 16, n_out, y.data(), n_out);
+            for (int64_t i = 0; i < batch; ++i) {
+              ASSERT_EQ(0, std::memcmp(y.data() + i * n_out, alone.data() + list[i] * n_out, n_out * 4))
+                  << (kernels::detail::amx_active() ? "AMX" : "VNNI")
+                  << (kernels::detail::vbmi_active() ? " vbmi" : "") << " n_in " << n_in << " "
+                  << test::pattern_name(wp) << " batch " << batch << " entry " << i;
+            }
+          }
+          kernels::detail::set_vbmi_enabled(vbmi_was);
+        }
+        kernels::detail::set_amx_enabled(amx_was);
+      }
+    }
+  }
+  std::printf("IQ4_XS packed, 16-row groups: %s\n", kernels::detail::amx_active()
+                                                        ? "AMX and VNNI sums tested"
+                                                        : "VNNI only (no AMX here, or MTP_AMX=0)");
+}
 
 TEST(PackDeathTest, RangeOffTileBoundaryIsRefused) {
   const test::QuantMatrix m =

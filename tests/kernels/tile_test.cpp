@@ -101,30 +101,22 @@ TEST(Iq4XsTile, BitwiseEqualsRowKernel) {
       std::vector<float> alone(static_cast<size_t>(rows * n_out));
       for (int32_t r = 0; r < rows; ++r)
         kernels::matmul_range(m.view(), acts, &r, 1, 0, n_out, alone.data() + r * n_out, n_out);
-      for (bool amx : {true, false}) {
-        const bool was = kernels::detail::set_amx_enabled(amx);
-        SCOPED_TRACE(amx && kernels::detail::amx_active() ? "AMX sums" : "VNNI sums");
-        for (int64_t batch : {2, 3, 4, 5, 8, 9, 16, 17, 21, 40}) {
-          std::vector<int32_t> list;
-          for (int64_t i = 0; i < batch; ++i)
-            list.push_back(static_cast<int32_t>((7 * i + 3 + i / rows) % rows));
-          std::vector<float> y(static_cast<size_t>(batch * n_out), -1.0f);
-          const int64_t split = 16 + batch % 5;
-          kernels::matmul_range(m.view(), acts, list.data(), batch, 0, split, y.data(), n_out);
-          kernels::matmul_range(m.view(), acts, list.data(), batch, split, n_out, y.data(), n_out);
-          for (int64_t i = 0; i < batch; ++i) {
-            ASSERT_EQ(0, std::memcmp(y.data() + i * n_out, alone.data() + list[i] * n_out, n_out * 4))
-                << "n_in " << n_in << " pattern " << test::pattern_name(wp) << " batch " << batch << " entry "
-                << i;
-          }
+      for (int64_t batch : {2, 3, 4, 5, 8, 9, 16, 17, 21, 40}) {
+        std::vector<int32_t> list;
+        for (int64_t i = 0; i < batch; ++i)
+          list.push_back(static_cast<int32_t>((7 * i + 3 + i / rows) % rows));
+        std::vector<float> y(static_cast<size_t>(batch * n_out), -1.0f);
+        const int64_t split = 16 + batch % 5;
+        kernels::matmul_range(m.view(), acts, list.data(), batch, 0, split, y.data(), n_out);
+        kernels::matmul_range(m.view(), acts, list.data(), batch, split, n_out, y.data(), n_out);
+        for (int64_t i = 0; i < batch; ++i) {
+          ASSERT_EQ(0, std::memcmp(y.data() + i * n_out, alone.data() + list[i] * n_out, n_out * 4))
+              << "n_in " << n_in << " pattern " << test::pattern_name(wp) << " batch " << batch << " entry "
+              << i;
         }
-        kernels::detail::set_amx_enabled(was);
       }
     }
   }
-  std::printf("tile kernel sums: %s\n", kernels::detail::amx_active()
-                                            ? "AMX (MTP_AMX=1) and VNNI tested"
-                                            : "VNNI (set MTP_AMX=1 to test AMX too)");
 }
 
 TEST(VecKernels, KvRowConversionsMatchScalar) {
