@@ -268,89 +268,6 @@ T512 void tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, co
   store_tree(a[0][0], NR, n_out, y, y_stride);
 }
 
-// ---- AMX (the Sapphire Rapids tile unit): up to 16 activation rows at a time ----
-//
-// A piece's 8 weight vectors of (j, sb) are exactly an AMX "B" tile in VNNI layout (8 rows of 16 lanes x 4
-// bytes, K = 32), and the signed bytes (ActLayout::sq) of sub-block j of up to 16 equally spaced activation
-// rows are an "A" tile read in place. TDPBSSD gives the m x 16 exact sums isum(sb, j), the integers the VNNI
-// sums reach with corr, and the float steps after them are tile_rows' instructions in the same order: the
-// results are bitwise equal.
-//
-// Where the time goes (one core of the test machine, a packed 2048 x 32768 matrix, 16 rows, per piece of 16
-// rows x 16 weight rows x 32 inputs): VNNI ~130 TSC ticks; AMX ~90, of which the tile unit's loads, product
-// and store take ~45-60 (in a microbenchmark; ~30 of it the product, whose K is only 32 because every
-// sub-block has its own scale) and the 16 rows' float steps ~47, partly overlapped. Hence the gain
-// is 1.1-1.45x and not the tile unit's nominal 8x, and only while one group of 9-16 rows pays for the decode
-// (amx_rows).
-
-// The lambdas of the AMX kernels run once per piece: inlined even where the function is large.
-#define MTP_INLINE __attribute__((always_inline))
-#define TAMX \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
-#define TAMXV                                                                                   \
-  __attribute__((                                                                               \
-      target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c,amx-tile," \
-             "amx-int8")))
-
-// Whether this CPU has AMX-INT8 and the OS lets this process use tile data (Linux arch_prctl). MTP_AMX=0 in
-// the environment turns it off.
-bool amx_available() {
-  static const bool ok = [] {
-    const char* env = std::getenv("MTP_AMX");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool tile = (d >> 24) & 1, int8 = (d >> 25) & 1;
-    if (!tile || !int8) return false;
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return ok;
-}
-bool amx_enabled = true;  // tests switch it to compare the two paths
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Tiles 0-1: A (m activation rows x 32 bytes); 2-3: B (8 x 16 weight rows x 4 bytes); 4-7: C (m x 16
-// int32). Loaded again only when m changes: nothing else in the program configures tiles.
-TAMX void amx_configure(int m) {
-  static thread_local int configured = 0;
-  if (configured == m) return;
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = static_cast<uint8_t>(t == 2 || t == 3 ? 8 : m);
-    cfg.colsb[t] = t < 2 ? 32 : 64;
-  }
-  // The compiler does not see that ldtilecfg reads the 64 bytes (it dropped the stores above): make them
-  // escape, then force them to memory.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
-  configured = m;
-}
-
-// (j, sb) of the pieces in the order p = j * nb + sb, stepped without dividing.
-struct PieceCursor {
-  int64_t nb, j = 0, sb = 0;
-  explicit PieceCursor(int64_t n) : nb(n) {}
-  void next() {
-    if (++sb == nb) sb = 0, ++j;
-  }
-};
-
-// Whether x[0..m-1] are equally spaced (an A tile's rows have one stride).
-inline bool equally_spaced(const uint8_t* const* x, int m) {
-  const int64_t d = x[1] - x[0];
-  for (int r = 2; r < m; ++r)
-    if (x[r] - x[r - 1] != d) return false;
-  return d > 0;
-}
-
 // Every activation row against a decoded tile. With pf, the groups of 8 rows request the pf_bytes at pf
 // (the next packed tile) into L2 while they compute, each group its share.
 T512 void run_tile(const uint8_t* tile, const uint8_t* const* x, int64_t nx, const ActLayout& l, int n_out,
@@ -497,112 +414,7 @@ T512V void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x,
   store_tree(a[0][0], NR, n_out, y, y_stride);
 }
 
-// The tile unit's two parts of a piece: the product into C tile TC, and the store of TC into a sums buffer.
-// The tile intrinsics are asm statements that do not tell the compiler which memory they read or write,
-// hence the barriers.
-#define MTP_AMX_PRODUCT(TA, TB, TC, a, a_stride, b) \
-  do {                                              \
-    asm volatile("" ::: "memory");                  \
-    _tile_loadd(TA, a, a_stride);                   \
-    _tile_loadd(TB, b, 64);                         \
-    _tile_zero(TC);                                 \
-    _tile_dpbssd(TC, TA, TB);                       \
-  } while (0)
-#define MTP_AMX_STORE(TC, c)       \
-  do {                             \
-    _tile_stored(TC, c, 64);       \
-    asm volatile("" ::: "memory"); \
-  } while (0)
-
-// M (9..16) equally spaced activation rows x[0..M-1] against one packed tile, with the integer sums from
-// AMX: y[r * y_stride + o] for o < n_out.
-//
-// Each piece is decoded (signed levels, no corr: TDPBSSD takes the activations' signed bytes) into a ring of
-// 8 slots four steps before its product, so a tile load never waits for the stores that wrote it, and the
-// weights and the 16 rows' activations stay in L1 (a whole decoded tile beside them does not fit: decoding
-// the tile once for several groups measured slower than VNNI). A tile store waits for its product, so at step
-// p come the store of piece p - 2's sums, the product of piece p (four C tiles in turn) and the float steps
-// of piece p - 3. With `first`, the packed tile is requested ahead as packed_rows does.
-template <int M, bool kVbmi>
-TAMXV void amx_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, const ActLayout& l, int n_out,
-                    float* y, int64_t y_stride, bool first) {
-  amx_configure(M);
-  constexpr int kSlot = 9 * 64;  // 8 weight vectors (the B tile), lsdw
-  alignas(64) uint8_t ring[8][kSlot];
-  alignas(64) int32_t sums[4][256];
-  alignas(64) float a[M][8][16];
-  const __m512i table = table512();
-  const uint8_t* qs = tile + nb * kPackedHeaderBytes;
-  const int8_t* a0 = act_sq(x[0], l);
-  const int64_t a_stride = x[1] - x[0];
-  const float* xd[M];
-  for (int r = 0; r < M; ++r) xd[r] = act_d(x[r], l);
-  __m512 acc[M];
-  for (int r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps();
-  const int64_t np = 8 * nb;  // pieces p = j * nb + sb, the packed order
-  PieceCursor dc(nb), ac(nb), fc(nb);
-  const auto decode = [&](int64_t p) MTP_INLINE TAMXV {
-    if (p >= np) return;
-    const uint8_t* in = qs + p * kPackedPieceBytes;
-    if (first) {
-      for (int q = 0; q < 4; ++q) {
-        _mm_prefetch(reinterpret_cast<const char*>(in + kPackedPrefetchBytes + 64 * q), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(in + kPackedPrefetchL2Bytes + 64 * q), _MM_HINT_T1);
-      }
-    }
-    __m512i wv[8];
-    packed_vals_u<kVbmi>(in, table, wv);
-    __m512i* out = reinterpret_cast<__m512i*>(ring[p % 8]);
-    for (int g = 0; g < 8; ++g) _mm512_store_si512(out + g, wv[g]);
-    _mm512_store_ps(reinterpret_cast<float*>(out + 8), packed_lsdw(tile + dc.sb * kPackedHeaderBytes, dc.j));
-    dc.next();
-  };
-  const auto a_next = [&]() MTP_INLINE {
-    const int8_t* r = a0 + 256 * ac.sb + 32 * ac.j;
-    ac.next();
-    return r;
-  };
-  const auto floats = [&](int64_t q) MTP_INLINE TAMXV {
-    const __m512 lsdw = _mm512_load_ps(reinterpret_cast<const float*>(ring[q % 8] + 8 * 64));
-    const int32_t* s = sums[q % 4];
-    for (int r = 0; r < M; ++r) {
-      const __m512 c = _mm512_mul_ps(lsdw, _mm512_set1_ps(xd[r][fc.sb]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s + 16 * r)), c, acc[r]);
-    }
-    if (fc.sb == nb - 1) {
-      for (int r = 0; r < M; ++r) _mm512_store_ps(a[r][fc.j], acc[r]), acc[r] = _mm512_setzero_ps();
-    }
-    fc.next();
-  };
-  for (int64_t p = 0; p < 4; ++p) decode(p);
-  for (int64_t p = 0; p < np; p += 4) {  // np is a multiple of 8; piece q's C tile is 4 + q % 4
-    if (p > 0) MTP_AMX_STORE(6, sums[2]);
-    decode(p + 4);
-    MTP_AMX_PRODUCT(0, 2, 4, a_next(), a_stride, ring[p % 8]);
-    if (p > 0) floats(p - 3);
-    if (p > 0) MTP_AMX_STORE(7, sums[3]);
-    decode(p + 5);
-    MTP_AMX_PRODUCT(1, 3, 5, a_next(), a_stride, ring[(p + 1) % 8]);
-    if (p > 0) floats(p - 2);
-    MTP_AMX_STORE(4, sums[0]);
-    decode(p + 6);
-    MTP_AMX_PRODUCT(0, 2, 6, a_next(), a_stride, ring[(p + 2) % 8]);
-    if (p > 0) floats(p - 1);
-    MTP_AMX_STORE(5, sums[1]);
-    decode(p + 7);
-    MTP_AMX_PRODUCT(1, 3, 7, a_next(), a_stride, ring[(p + 3) % 8]);
-    floats(p);
-  }
-  MTP_AMX_STORE(6, sums[2]);
-  MTP_AMX_STORE(7, sums[3]);
-  floats(np - 3);
-  floats(np - 2);
-  floats(np - 1);
-  store_tree(a[0][0], M, n_out, y, y_stride);
-}
-
-#undef MTP_AMX_PRODUCT
-#undef MTP_AMX_STORE
+#include "matmul_avx512_iq4xs_amx.inc"
 
 // A packed tile into the decoded-tile layout of decode_tile (for batches that reuse it many times).
 T512 void decode_packed(const uint8_t* tile, int64_t nb, uint8_t* out) {
@@ -631,24 +443,34 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
        packed_rows<5, true>, packed_rows<6, true>, packed_rows<7, true>, packed_rows<8, true>}};
   const bool vbmi = vbmi_enabled && vbmi_available();
   const RowsFn* rows = kRows[vbmi];
-  // 9 to 17 rows: the first (up to 16) through AMX where the CPU has it and they are equally spaced.
+  // 9 rows and more, equally spaced, through AMX where the CPU has it, 32 at a time (amx_rows, amx_rows2).
   // Measured against VNNI over packed matrices (a throwaway harness alternating the two paths; one thread,
-  // two): 2048 x 32768, 9-15 rows 1.11-1.34x, 1.10-1.53x; 16 rows 1.23-1.45x, 1.06-1.25x; 17 rows 1.19x,
-  // 1.08x; 4096 x 8192, 9-16 rows 1.12-1.62x, 1.15-1.28x. 8 rows 0.89-1.22x (VNNI stays); 20 rows about even,
-  // 24 and 31 rows 0.85-0.92x (the rows after the first 16 then cost more apart than with them); decoding a
-  // tile once for several groups of 16 measured 0.8-1.1x.
+  // two): 2048 x 32768, 9-16 rows 1.08-1.45x, 1.06-1.53x; 17-32 rows 0.94-1.32x, 1.03-1.28x; 4096 x 8192,
+  // 9-32 rows 1.12-1.62x, 1.15-1.40x; 40-512 rows 1.07-1.21x, 0.94-1.19x. 8 rows measured 0.89-1.22x: VNNI
+  // stays below 9.
   using AmxFn =
       void (*)(const uint8_t*, int64_t, const uint8_t* const*, const ActLayout&, int, float*, int64_t, bool);
-  static constexpr AmxFn kAmx[2][8] = {
-      {amx_rows<9, false>, amx_rows<10, false>, amx_rows<11, false>, amx_rows<12, false>, amx_rows<13, false>,
-       amx_rows<14, false>, amx_rows<15, false>, amx_rows<16, false>},
-      {amx_rows<9, true>, amx_rows<10, true>, amx_rows<11, true>, amx_rows<12, true>, amx_rows<13, true>,
-       amx_rows<14, true>, amx_rows<15, true>, amx_rows<16, true>}};
-  const int m = nx >= 9 && nx <= 16 ? static_cast<int>(nx) : nx == 17 ? 16 : 0;
-  if (m > 0 && amx_enabled && amx_available() && equally_spaced(x, m)) {
-    kAmx[vbmi][m - 9](tile, l.nb, x, l, n_out, y, y_stride, true);
-    x += m, nx -= m, y += m * y_stride;
-    if (nx == 0) return;
+  // [vbmi][rows - 9]: 9-16 rows one group, 17-32 two.
+  static constexpr AmxFn kAmx[2][24] = {
+      {amx_rows<9, false>,   amx_rows<10, false>,  amx_rows<11, false>,  amx_rows<12, false>,
+       amx_rows<13, false>,  amx_rows<14, false>,  amx_rows<15, false>,  amx_rows<16, false>,
+       amx_rows2<1, false>,  amx_rows2<2, false>,  amx_rows2<3, false>,  amx_rows2<4, false>,
+       amx_rows2<5, false>,  amx_rows2<6, false>,  amx_rows2<7, false>,  amx_rows2<8, false>,
+       amx_rows2<9, false>,  amx_rows2<10, false>, amx_rows2<11, false>, amx_rows2<12, false>,
+       amx_rows2<13, false>, amx_rows2<14, false>, amx_rows2<15, false>, amx_rows2<16, false>},
+      {amx_rows<9, true>,   amx_rows<10, true>,  amx_rows<11, true>,  amx_rows<12, true>,
+       amx_rows<13, true>,  amx_rows<14, true>,  amx_rows<15, true>,  amx_rows<16, true>,
+       amx_rows2<1, true>,  amx_rows2<2, true>,  amx_rows2<3, true>,  amx_rows2<4, true>,
+       amx_rows2<5, true>,  amx_rows2<6, true>,  amx_rows2<7, true>,  amx_rows2<8, true>,
+       amx_rows2<9, true>,  amx_rows2<10, true>, amx_rows2<11, true>, amx_rows2<12, true>,
+       amx_rows2<13, true>, amx_rows2<14, true>, amx_rows2<15, true>, amx_rows2<16, true>}};
+  if (nx >= 9 && amx_enabled && amx_available() && equally_spaced(x, static_cast<int>(nx))) {
+    int64_t i = 0;
+    for (; nx - i > 32; i += 32)
+      kAmx[vbmi][32 - 9](tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride, i == 0);
+    if (nx - i >= 9)
+      return kAmx[vbmi][nx - i - 9](tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride, i == 0);
+    x += i, nx -= i, y += i * y_stride;
   }
   if (nx <= 8) return rows[nx](tile, l.nb, x, l, n_out, y, y_stride);
   // A few rows more than 8 over a wide tile: the packed tile twice, straight (8 rows, then the rest), beats

@@ -78,8 +78,8 @@ TileFn avx512_iq4xs_packed();
 // matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper.
 TileFn avx512_q8_0_packed();
 TileFn avx512_q8_0_tile();
-// Whether the IQ4_XS packed kernel takes the integer sums of a batch of 16 or 17 rows (the first 16) from AMX
-// (the CPU and OS allow it, and MTP_AMX=0 is not in the environment). Same bits either way.
+// Whether the IQ4_XS packed kernel takes the integer sums of batches of 9 rows or more (equally spaced) from
+// AMX (the CPU and OS allow it, and MTP_AMX=0 is not in the environment). Same bits either way.
 // set_amx_enabled returns the previous setting (tests, benchmarks).
 bool amx_active();
 bool set_amx_enabled(bool on);

@@ -158,10 +158,11 @@ INSTANTIATE_TEST_SUITE_P(Types, PackTypes, ::testing::Values(GgmlType::IQ4_XS, G
                            return std::string(type_name(i.param));
                          });
 
-// Batches of 9 to 17 rows whose first 16 (or all) are equally spaced (a whole batch, or a row list with a
-// constant step) take their sums for those rows from AMX where the CPU has it: bitwise the VNNI sums' results
-// and each row's result alone, with and without VBMI's nibble lookup, the other rows of the batch through
-// VNNI in the same call, and batches that do not qualify (irregular lists, other sizes) unchanged.
+// Batches of 9 rows and more, equally spaced (a whole batch, or a row list with a constant step), take their
+// integer sums from AMX where the CPU has it, one group of up to 16 rows or two of 16 and up to 16 per kernel
+// call and 32 rows at a time: bitwise the VNNI sums' results and each row's result alone, with and without
+// VBMI's nibble lookup, and with the VNNI kernels for the tail of fewer than 9 rows and for batches that do
+// not qualify (8 rows, irregular lists).
 TEST(PackIq4Xs, AmxRowsBitwiseEqualVnniAndOneRow) {
   if (!kernels::isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
   IsaScope scope(Isa::kAvx512);
@@ -179,11 +180,11 @@ TEST(PackIq4Xs, AmxRowsBitwiseEqualVnniAndOneRow) {
         kernels::matmul_range(m.view(), acts, &r, 1, 0, n_out, alone.data() + r * n_out, n_out);
       // The first n rows; every second row; 16 rows with a step of 3, then irregular ones; irregular ones.
       std::vector<std::vector<int32_t>> lists;
-      for (int n : {8, 9, 11, 12, 13, 15, 16, 17, 20, 24, 31, 32}) {
+      for (int n : {8, 9, 11, 12, 13, 15, 16, 17, 20, 24, 31, 32, 41, 64, 70}) {
         lists.emplace_back();
         for (int32_t i = 0; i < n; ++i) lists.back().push_back(i);
       }
-      for (int n : {10, 16}) {
+      for (int n : {10, 16, 24}) {
         lists.emplace_back();
         for (int32_t i = 0; i < n; ++i) lists.back().push_back(2 * i);
       }
@@ -216,9 +217,9 @@ TEST(PackIq4Xs, AmxRowsBitwiseEqualVnniAndOneRow) {
       }
     }
   }
-  std::printf("IQ4_XS packed, 9-17 rows: %s\n", kernels::detail::amx_active()
-                                                    ? "AMX and VNNI sums tested"
-                                                    : "VNNI only (no AMX here, or MTP_AMX=0)");
+  std::printf("IQ4_XS packed, 9 rows and more: %s\n", kernels::detail::amx_active()
+                                                          ? "AMX and VNNI sums tested"
+                                                          : "VNNI only (no AMX here, or MTP_AMX=0)");
 }
 
 TEST(PackDeathTest, RangeOffTileBoundaryIsRefused) {
