@@ -448,28 +448,13 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
   // two): 2048 x 32768, 9-16 rows 1.08-1.45x, 1.06-1.53x; 17-32 rows 0.94-1.32x, 1.03-1.28x; 4096 x 8192,
   // 9-32 rows 1.12-1.62x, 1.15-1.40x; 40-512 rows 1.07-1.21x, 0.94-1.19x. 8 rows measured 0.89-1.22x: VNNI
   // stays below 9.
-  using AmxFn =
-      void (*)(const uint8_t*, int64_t, const uint8_t* const*, const ActLayout&, int, float*, int64_t, bool);
-  // [vbmi][rows - 9]: 9-16 rows one group, 17-32 two.
-  static constexpr AmxFn kAmx[2][24] = {
-      {amx_rows<9, false>,   amx_rows<10, false>,  amx_rows<11, false>,  amx_rows<12, false>,
-       amx_rows<13, false>,  amx_rows<14, false>,  amx_rows<15, false>,  amx_rows<16, false>,
-       amx_rows2<1, false>,  amx_rows2<2, false>,  amx_rows2<3, false>,  amx_rows2<4, false>,
-       amx_rows2<5, false>,  amx_rows2<6, false>,  amx_rows2<7, false>,  amx_rows2<8, false>,
-       amx_rows2<9, false>,  amx_rows2<10, false>, amx_rows2<11, false>, amx_rows2<12, false>,
-       amx_rows2<13, false>, amx_rows2<14, false>, amx_rows2<15, false>, amx_rows2<16, false>},
-      {amx_rows<9, true>,   amx_rows<10, true>,  amx_rows<11, true>,  amx_rows<12, true>,
-       amx_rows<13, true>,  amx_rows<14, true>,  amx_rows<15, true>,  amx_rows<16, true>,
-       amx_rows2<1, true>,  amx_rows2<2, true>,  amx_rows2<3, true>,  amx_rows2<4, true>,
-       amx_rows2<5, true>,  amx_rows2<6, true>,  amx_rows2<7, true>,  amx_rows2<8, true>,
-       amx_rows2<9, true>,  amx_rows2<10, true>, amx_rows2<11, true>, amx_rows2<12, true>,
-       amx_rows2<13, true>, amx_rows2<14, true>, amx_rows2<15, true>, amx_rows2<16, true>}};
-  if (nx >= 9 && amx_enabled && amx_available() && equally_spaced(x, static_cast<int>(nx))) {
+  // The AMX kernels decode with VBMI: off with it (tests switch it off to cover the other decode).
+  if (nx >= 9 && vbmi && amx_enabled && amx_available() && equally_spaced(x, static_cast<int>(nx))) {
     int64_t i = 0;
     for (; nx - i > 32; i += 32)
-      kAmx[vbmi][32 - 9](tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride, i == 0);
+      amx_kernel(32)(tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride, i == 0);
     if (nx - i >= 9)
-      return kAmx[vbmi][nx - i - 9](tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride, i == 0);
+      return amx_kernel(nx - i)(tile, l.nb, x + i, l, n_out, y + i * y_stride, y_stride, i == 0);
     x += i, nx -= i, y += i * y_stride;
   }
   if (nx <= 8) return rows[nx](tile, l.nb, x, l, n_out, y, y_stride);
@@ -507,7 +492,7 @@ bool set_amx_enabled(bool on) {
   return was;
 }
 bool amx_active() {
-  return amx_enabled && amx_available();
+  return amx_enabled && amx_available() && vbmi_active();
 }
 
 RowDotFn avx512_iq4xs_rows() {

@@ -79,7 +79,8 @@ TileFn avx512_iq4xs_packed();
 TileFn avx512_q8_0_packed();
 TileFn avx512_q8_0_tile();
 // Whether the IQ4_XS packed kernel takes the integer sums of batches of 9 rows or more (equally spaced) from
-// AMX (the CPU and OS allow it, and MTP_AMX=0 is not in the environment). Same bits either way.
+// AMX (the CPU and OS allow it, MTP_AMX=0 is not in the environment, and VBMI is on: the AMX kernels decode
+// with it). Same bits either way.
 // set_amx_enabled returns the previous setting (tests, benchmarks).
 bool amx_active();
 bool set_amx_enabled(bool on);

@@ -92,4 +92,14 @@ inline QuantMatrix make_matrix(GgmlType type, const std::vector<float>& src, int
   return m;
 }
 
+// Every activation row's products computed alone (one single-row call each): rows x n_out, the reference a
+// batched call must equal bitwise.
+inline std::vector<float> each_row_alone(const kernels::MatrixView& w,
+                                         const kernels::PreparedActivations& acts, int64_t n_out) {
+  std::vector<float> alone(static_cast<size_t>(acts.n_rows() * n_out));
+  for (int32_t r = 0; r < acts.n_rows(); ++r)
+    kernels::matmul_range(w, acts, &r, 1, 0, n_out, alone.data() + r * n_out, n_out);
+  return alone;
+}
+
 }  // namespace mtp::test

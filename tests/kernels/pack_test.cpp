@@ -160,9 +160,9 @@ INSTANTIATE_TEST_SUITE_P(Types, PackTypes, ::testing::Values(GgmlType::IQ4_XS, G
 
 // Batches of 9 rows and more, equally spaced (a whole batch, or a row list with a constant step), take their
 // integer sums from AMX where the CPU has it, one group of up to 16 rows or two of 16 and up to 16 per kernel
-// call and 32 rows at a time: bitwise the VNNI sums' results and each row's result alone, with and without
-// VBMI's nibble lookup, and with the VNNI kernels for the tail of fewer than 9 rows and for batches that do
-// not qualify (8 rows, irregular lists).
+// call and 32 rows at a time: bitwise the VNNI sums' results and each row's result alone, with the VNNI
+// kernels for the tail of fewer than 9 rows and for batches that do not qualify (8 rows, irregular lists).
+// With VBMI switched off the AMX kernels (which decode with it) are off too and the VNNI decode runs.
 TEST(PackIq4Xs, AmxRowsBitwiseEqualVnniAndOneRow) {
   if (!kernels::isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
   IsaScope scope(Isa::kAvx512);
@@ -175,9 +175,7 @@ TEST(PackIq4Xs, AmxRowsBitwiseEqualVnniAndOneRow) {
       const std::vector<float> x = activations(rows, n_in);
       PreparedActivations acts;
       acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
-      std::vector<float> alone(static_cast<size_t>(rows * n_out));
-      for (int32_t r = 0; r < rows; ++r)
-        kernels::matmul_range(m.view(), acts, &r, 1, 0, n_out, alone.data() + r * n_out, n_out);
+      const std::vector<float> alone = test::each_row_alone(m.view(), acts, n_out);
       // The first n rows; every second row; 16 rows with a step of 3, then irregular ones; irregular ones.
       std::vector<std::vector<int32_t>> lists;
       for (int n : {8, 9, 11, 12, 13, 15, 16, 17, 20, 24, 31, 32, 41, 64, 70}) {

@@ -98,9 +98,7 @@ TEST(Iq4XsTile, BitwiseEqualsRowKernel) {
       const std::vector<float> x = edge_rows(rows, n_in);
       PreparedActivations acts;
       acts.prepare(ActFormat::kQ8_K, x.data(), rows, n_in, n_in);
-      std::vector<float> alone(static_cast<size_t>(rows * n_out));
-      for (int32_t r = 0; r < rows; ++r)
-        kernels::matmul_range(m.view(), acts, &r, 1, 0, n_out, alone.data() + r * n_out, n_out);
+      const std::vector<float> alone = test::each_row_alone(m.view(), acts, n_out);
       for (int64_t batch : {2, 3, 4, 5, 8, 9, 16, 17, 21, 40}) {
         std::vector<int32_t> list;
         for (int64_t i = 0; i < batch; ++i)
