@@ -98,6 +98,16 @@ void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, f
   for (int64_t h = 0; h < nq; ++h) out[h] = scale * dot(q[h], k, n);
 }
 
+void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
+                      float scale, float* out) {
+  for (int64_t j = 0; j < nk; ++j) dot_queries(k[j], q, nq, n, scale, out + j * nq);
+}
+
+void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
+                       float* const* y, int64_t nq, int64_t n) {
+  for (int64_t h = 0; h < nq; ++h) axpy_rows(p[h], v, v_stride, n_rows, y[h], n);
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
@@ -162,6 +172,27 @@ VT inline float vhsum(V v) {
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
+// out lane i = the sum of v[i]'s lanes, for 16 vectors at once, every one by the same tree (so a sum does not
+// depend on which lane it lands in): ((l0 + l2) + (l1 + l3)) within each 128-bit block, then
+// (b0 + b1) + (b2 + b3) over the blocks.
+VT inline V vsum_lanes(const V* v) {
+  V s[8], u[4];
+  for (int i = 0; i < 8; ++i)
+    s[i] =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(s[2 * i]), b = _mm512_castps_pd(s[2 * i + 1]);
+    u[i] =
+        _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // u[i], block b: the block-b sums of v[4i .. 4i+3].
+  V r[2];
+  for (int i = 0; i < 2; ++i)
+    r[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
 VT inline float vhmax(V v) {
   return _mm512_reduce_max_ps(v);
 }
@@ -221,6 +252,20 @@ VT inline float vhsum(V v) {
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
+// out lane i = the sum of v[i]'s lanes, for 8 vectors at once, every one by the same tree:
+// ((l0 + l2) + (l1 + l3)) within each 128-bit block, then b0 + b1.
+VT inline V vsum_lanes(const V* v) {
+  V s[4], u[2];
+  for (int i = 0; i < 4; ++i)
+    s[i] =
+        _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 2; ++i) {
+    const __m256d a = _mm256_castps_pd(s[2 * i]), b = _mm256_castps_pd(s[2 * i + 1]);
+    u[i] =
+        _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+  }
+  return _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20), _mm256_permute2f128_ps(u[0], u[1], 0x31));
+}
 VT inline float vhmax(V v) {
   const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -273,6 +318,14 @@ void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows,
 }
 void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out) {
   MTP_VEC_DISPATCH(dot_queries, k, q, nq, n, scale, out);
+}
+void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
+                      float scale, float* out) {
+  MTP_VEC_DISPATCH(dot_keys_queries, k, nk, q, nq, n, scale, out);
+}
+void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
+                       float* const* y, int64_t nq, int64_t n) {
+  MTP_VEC_DISPATCH(axpy_rows_queries, p, v, v_stride, n_rows, y, nq, n);
 }
 int64_t argmax(const float* x, int64_t n) {
   MTP_CHECK(n >= 1, "argmax of an empty vector");

@@ -195,8 +195,10 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     for (int64_t i = 0; i < static_cast<int64_t>(ws.groups[gr].rows.size()); i += kRowBlock)
       items.push_back(static_cast<int32_t>(gr)), items.push_back(static_cast<int32_t>(i));
   const GgmlType kt = p.mem.kv_type(0), vt = p.mem.kv_type(1);
-  constexpr int64_t kKeyBlock = 32;  // V rows summed per pass over a query's output (held in registers)
-  for (int t = 0; t < p.pool.size(); ++t) p.scratch(t, kRowBlock * sub * max_keys + (3 + kKeyBlock) * hd);
+  constexpr int64_t kKeyBlock = 32;    // V rows summed per pass over a query's output (held in registers)
+  constexpr int64_t kKeysPerCall = 8;  // K rows scored per call (kernels::dot_keys_queries blocks them)
+  for (int t = 0; t < p.pool.size(); ++t)
+    p.scratch(t, kRowBlock * sub * max_keys + (kKeysPerCall + 1 + kKeyBlock) * hd);
   p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), [&](size_t task, int thread) {
     const int64_t blk = static_cast<int64_t>(task) / (n_kv * n_sub),
                   rest = static_cast<int64_t>(task) % (n_kv * n_sub);
@@ -209,20 +211,27 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     const int64_t n_keys_max = pos0 + m - begin;   // the last row's keys
     float* sc = ws.thread_scratch[thread].data();  // [row i][head][key], stride n_keys_max
     float* kv_buf = sc + m * sub * n_keys_max;
-    float* sig = kv_buf + 2 * hd;
+    float* sig = kv_buf + kKeysPerCall * hd;
     float* v_block = sig + hd;  // kKeyBlock x hd: V rows converted from F16 / Q8_0
     auto query = [&](int64_t i, int64_t h) { return qg + sg.rows[i0 + i] * 2 * qw + 2 * (h0 + h) * hd; };
     auto scores = [&](int64_t i, int64_t h) { return sc + (i * sub + h) * n_keys_max; };
     const float* qs[kRowBlock * 16];  // the item's queries, row-major (i, h)
-    float row_scores[kRowBlock * 16];
+    float key_scores[kKeysPerCall * kRowBlock * 16];
     for (int64_t i = 0; i < m; ++i)
       for (int64_t h = 0; h < sub; ++h) qs[i * sub + h] = query(i, h);
-    for (int64_t t = 0; t < n_keys_max; ++t) {
-      const float* kr = load_kv(kt, p.mem.kv_row(sg.seq, slot, 0, begin + t), j * hd, hd, kv_buf);
-      const int64_t i_first = std::max<int64_t>(0, begin + t - pos0);  // rows that see key t (causal)
-      kernels::dot_queries(kr, qs + i_first * sub, (m - i_first) * sub, hd, scale, row_scores);
-      for (int64_t i = i_first; i < m; ++i)
-        for (int64_t h = 0; h < sub; ++h) scores(i, h)[t] = row_scores[(i - i_first) * sub + h];
+    // Keys kKeysPerCall at a time against the queries of the rows that see the first of them (causal; the
+    // few scores of a later key for a row that does not see it yet are computed and dropped).
+    for (int64_t t = 0; t < n_keys_max; t += kKeysPerCall) {
+      const int64_t nk = std::min(kKeysPerCall, n_keys_max - t);
+      const float* keys[kKeysPerCall];
+      for (int64_t u = 0; u < nk; ++u)
+        keys[u] = load_kv(kt, p.mem.kv_row(sg.seq, slot, 0, begin + t + u), j * hd, hd, kv_buf + u * hd);
+      const int64_t i_first = std::max<int64_t>(0, begin + t - pos0), nq = (m - i_first) * sub;
+      kernels::dot_keys_queries(keys, nk, qs + i_first * sub, nq, hd, scale, key_scores);
+      for (int64_t u = 0; u < nk; ++u)
+        for (int64_t i = std::max<int64_t>(0, begin + t + u - pos0); i < m; ++i)
+          for (int64_t h = 0; h < sub; ++h)
+            scores(i, h)[t + u] = key_scores[u * nq + (i - i_first) * sub + h];
     }
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t h = 0; h < sub; ++h) {
@@ -245,13 +254,24 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
         for (int64_t t = t0; t < t1; ++t)
           load_kv(vt, p.mem.kv_row(sg.seq, slot, 1, begin + t), j * hd, hd, v_block + (t - t0) * hd);
       }
-      for (int64_t i = 0; i < m; ++i) {
-        const int64_t n_use = std::min(t1, pos0 + i + 1 - begin) - t0;  // causal: row i's keys in the block
-        if (n_use <= 0) continue;
-        for (int64_t h = 0; h < sub; ++h)
-          kernels::axpy_rows(scores(i, h) + t0, v_rows, v_stride, n_use,
-                             o + sg.rows[i0 + i] * qw + (h0 + h) * hd, hd);
+      // Causal: row i uses the block's first n_use keys; the rows from i_full on see all of them and share
+      // one call, the ones before (the block on the diagonal) one call each.
+      const int64_t i_full = std::clamp<int64_t>(t1 - 1 + begin - pos0, 0, m);
+      auto weighted_sum = [&](int64_t i_begin, int64_t i_end, int64_t n_use) {
+        const float* ps[kRowBlock * 16];
+        float* ys[kRowBlock * 16];
+        for (int64_t i = i_begin; i < i_end; ++i)
+          for (int64_t h = 0; h < sub; ++h) {
+            ps[(i - i_begin) * sub + h] = scores(i, h) + t0;
+            ys[(i - i_begin) * sub + h] = o + sg.rows[i0 + i] * qw + (h0 + h) * hd;
+          }
+        kernels::axpy_rows_queries(ps, v_rows, v_stride, n_use, ys, (i_end - i_begin) * sub, hd);
+      };
+      for (int64_t i = 0; i < i_full; ++i) {
+        const int64_t n_use = std::min(t1, pos0 + i + 1 - begin) - t0;
+        if (n_use > 0) weighted_sum(i, i + 1, n_use);
       }
+      if (i_full < m) weighted_sum(i_full, m, t1 - t0);
       t0 = t1;
     }
     // Query gate: o *= sigmoid(g).

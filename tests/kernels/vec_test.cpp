@@ -131,6 +131,81 @@ TEST(VecKernels, AxpyRowsIsAxpyPerRow) {
   }
 }
 
+// Many keys against many queries: each score bitwise dot_queries' for its key (so attention may block keys
+// and queries in registers without changing a bit), for every count of keys and queries around the register
+// blocks, and close to the scalar twin.
+TEST(VecKernels, DotKeysQueriesIsDotQueriesPerKey) {
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    for (int64_t n : kLengths) {
+      SCOPED_TRACE(n);
+      std::vector<std::vector<float>> kv, qv;
+      std::vector<const float*> k, q;
+      for (uint32_t j = 0; j < 7; ++j) kv.push_back(input(n, 40 + j, 1.0f));
+      for (uint32_t h = 0; h < 9; ++h) qv.push_back(input(n, 60 + h, 2.0f));
+      for (const auto& v : kv) k.push_back(v.data());
+      for (const auto& v : qv) q.push_back(v.data());
+      for (int64_t nk : {1, 2, 3, 4, 7}) {
+        for (int64_t nq : {1, 3, 4, 5, 8, 9}) {
+          std::vector<float> got(static_cast<size_t>(nk * nq)), want(static_cast<size_t>(nq)),
+              scalar(static_cast<size_t>(nk * nq));
+          kernels::dot_keys_queries(k.data(), nk, q.data(), nq, n, 0.0625f, got.data());
+          kernels::scalar::dot_keys_queries(k.data(), nk, q.data(), nq, n, 0.0625f, scalar.data());
+          for (int64_t j = 0; j < nk; ++j) {
+            kernels::dot_queries(k[j], q.data(), nq, n, 0.0625f, want.data());
+            for (int64_t h = 0; h < nq; ++h) {
+              EXPECT_EQ(got[j * nq + h], want[h])
+                  << "key " << j << " of " << nk << ", query " << h << " of " << nq;
+              double mag = 0;
+              for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(qv[h][i]) * kv[j][i]);
+              EXPECT_NEAR(got[j * nq + h], scalar[j * nq + h],
+                          0.0625 * ((n / 8.0 + 8) * std::ldexp(mag, -23) + 1e-30));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Several queries' weighted sums of the same V rows: axpy_rows per query, bit for bit, at every level, for
+// counts of queries around the register blocks and any row stride.
+TEST(VecKernels, AxpyRowsQueriesIsAxpyRowsPerQuery) {
+  for (Isa isa : test::supported_isas()) {
+    IsaScope scope(isa);
+    SCOPED_TRACE(kernels::isa_name(isa));
+    for (int64_t n : kLengths) {
+      for (int64_t rows : {0, 1, 5, 33}) {
+        for (int64_t nq : {1, 2, 3, 4, 5, 9}) {
+          const int64_t stride = n + 3;
+          const std::vector<float> v = input(rows * stride, 71, 1.5f);
+          std::vector<std::vector<float>> p, got, want, scalar;
+          std::vector<const float*> pp;
+          std::vector<float*> yp, sp;
+          for (int64_t h = 0; h < nq; ++h) {
+            p.push_back(input(rows, 80 + static_cast<uint32_t>(h), 0.5f));
+            got.push_back(input(n, 90 + static_cast<uint32_t>(h), 1.0f));
+          }
+          want = scalar = got;
+          for (int64_t h = 0; h < nq; ++h) {
+            pp.push_back(p[h].data());
+            yp.push_back(got[h].data());
+            sp.push_back(scalar[h].data());
+            kernels::axpy_rows(p[h].data(), v.data(), stride, rows, want[h].data(), n);
+          }
+          kernels::axpy_rows_queries(pp.data(), v.data(), stride, rows, yp.data(), nq, n);
+          kernels::scalar::axpy_rows_queries(pp.data(), v.data(), stride, rows, sp.data(), nq, n);
+          for (int64_t h = 0; h < nq; ++h) {
+            EXPECT_EQ(got[h], want[h]) << "n " << n << " rows " << rows << " query " << h << " of " << nq;
+            EXPECT_EQ(got[h], scalar[h]) << "n " << n << " rows " << rows << " query " << h << " of " << nq;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Greedy sampling's argmax: exactly the scalar loop's index (first largest, NaN never wins) at every level.
 TEST(VecKernels, ArgmaxMatchesScalar) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();

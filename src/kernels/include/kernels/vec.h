@@ -11,15 +11,24 @@
 namespace mtp::kernels {
 
 // out[h] = scale * dot(q[h], k, n) for h < nq: one key row against many queries (attention scores). Each
-// query's sum has its own fixed order (two lane accumulators, then the tail), whatever nq is, so a score
-// does not depend on which other queries share the call.
+// query's sum has its own fixed order (lanes accumulated over the vectors in order, summed by a fixed tree,
+// then the tail), whatever nq is, so a score does not depend on which other queries share the call.
 void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out);
+// out[j * nq + h] = scale * dot(q[h], k[j], n) for j < nk, h < nq: many keys against many queries, each
+// score bitwise what dot_queries gives it (the same order per pair whatever nk, nq and the other pairs), with
+// each key and query vector loaded once per register block of pairs instead of once per pair.
+void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
+                      float scale, float* out);
 float dot(const float* a, const float* b, int64_t n);
 // y += a * x.
 void axpy(float a, const float* x, float* y, int64_t n);
 // y[e] += p[t] * v[t * v_stride + e] for t = 0 .. n_rows-1 in order, one fused multiply-add per term: the
 // bits of axpy row by row, with y held in registers across the rows (attention's weighted sum of V rows).
 void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n);
+// axpy_rows(p[h], v, v_stride, n_rows, y[h], n) for every h < nq, bit for bit, with each V row read once for
+// a register block of queries instead of once per query (attention heads sharing a KV head).
+void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
+                       float* const* y, int64_t nq, int64_t n);
 // out = x * (mean(x^2) + eps)^(-1/2) * w (w == nullptr: no weight). out may alias x.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // In-place softmax (max-subtracted).
@@ -69,6 +78,10 @@ void q8_0_to_f32(const void* blocks, float* out, int64_t n);
 void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out);
 float dot(const float* a, const float* b, int64_t n);
 void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n);
+void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
+                      float scale, float* out);
+void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
+                       float* const* y, int64_t nq, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 void softmax(float* x, int64_t n);
