@@ -327,6 +327,20 @@ void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, 
                        float* const* y, int64_t nq, int64_t n) {
   MTP_VEC_DISPATCH(axpy_rows_queries, p, v, v_stride, n_rows, y, nq, n);
 }
+void top_k(const float* x, int64_t n, int64_t k, int32_t* out) {
+  MTP_CHECK(k >= 1 && k <= n, "top ", k, " of ", n);
+  // Insertion into out[0..have): past the entries smaller than v only, so equal values keep index order; a
+  // full list takes v only above its last entry.
+  int64_t have = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const float v = x[e];
+    if (have == k && !(v > x[out[k - 1]])) continue;
+    int64_t i = have < k ? have++ : k - 1;
+    for (; i > 0 && v > x[out[i - 1]]; --i) out[i] = out[i - 1];
+    out[i] = static_cast<int32_t>(e);
+  }
+}
+
 int64_t argmax(const float* x, int64_t n) {
   MTP_CHECK(n >= 1, "argmax of an empty vector");
   MTP_VEC_DISPATCH(argmax, x, n);

@@ -420,17 +420,10 @@ void moe(Pass& p, const MoeWeights& w) {
   for (int64_t r = 0; r < n; ++r) {
     float* pr = logits + r * n_exp;
     kernels::softmax(pr, n_exp);
+    const int32_t* top = pair_expert + r * k;
+    kernels::top_k(pr, n_exp, k, pair_expert + r * k);
     double sum = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t best = -1;
-      for (int64_t e = 0; e < n_exp; ++e) {
-        bool taken = false;
-        for (int64_t q = 0; q < j; ++q) taken |= pair_expert[r * k + q] == e;
-        if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
-      }
-      pair_expert[r * k + j] = static_cast<int32_t>(best);
-      sum += pr[best];
-    }
+    for (int64_t j = 0; j < k; ++j) sum += pr[top[j]];
     const double denom = std::max(sum, 6.1035e-5);
     const float ws_scale = p.params.expert_weights_scale;
     for (int64_t j = 0; j < k; ++j) {

@@ -2,8 +2,11 @@
 // values; results are reproducible call to call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -201,6 +204,27 @@ TEST(VecKernels, AxpyRowsQueriesIsAxpyRowsPerQuery) {
             EXPECT_EQ(got[h], scalar[h]) << "n " << n << " rows " << rows << " query " << h << " of " << nq;
           }
         }
+      }
+    }
+  }
+}
+
+// MoE routing's top k: exactly the first k of a stable sort by descending value (ties to the lower index),
+// with many ties, all equal, and k from 1 to n.
+TEST(VecKernels, TopKIsAStableSortsFirstK) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 2, 7, 256}) {
+    for (int values : {2, 5, 1000000}) {  // few distinct values: ties everywhere
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = static_cast<float>(rng() % values) * 0.25f;
+      std::vector<int32_t> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+      for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{8}, n}) {
+        if (k > n) continue;
+        std::vector<int32_t> got(static_cast<size_t>(k), -1);
+        kernels::top_k(x.data(), n, k, got.data());
+        EXPECT_EQ(got, std::vector<int32_t>(order.begin(), order.begin() + k)) << "n " << n << " k " << k;
       }
     }
   }

@@ -43,6 +43,9 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // j < i and x[i] >= x[j] for all j > i, counting from x[0] (NaN never wins; a NaN x[0] gives 0). n >= 1.
 // Exact at every level.
 int64_t argmax(const float* x, int64_t n);
+// The indices of the k largest of x[0..n), largest first, ties to the lower index: the first k of a stable
+// sort by descending value (MoE routing). One pass, each value against the current k-th; 1 <= k <= n.
+void top_k(const float* x, int64_t n, int64_t k, int32_t* out);
 
 // One step of the gated delta rule on a d x d state S (row i at src + i * d), for one value head:
 //   S' = decay * S;  r = S'^T k;  delta = beta * (v - r);  S' += k delta^T;  out = S'^T q
