@@ -460,9 +460,12 @@ T512 void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* c
   if (nx <= 8) return rows[nx](tile, l.nb, x, l, n_out, y, y_stride);
   // A few rows more than 8 over a wide tile: the packed tile twice, straight (8 rows, then the rest), beats
   // decoding it once into memory, where the decoded tile (8 * nb pieces of 640 bytes: 40 KB at n_in 2048)
-  // and the rows' activations no longer fit L1 together. Measured on one core: 2048 inputs, 9-12 rows,
-  // 1.02-1.19x; 4096 inputs, 9-13 rows, 1.05-1.25x; 512 inputs (a 10 KB decoded tile) 0.9x; 14-16 rows even.
-  if (nx <= 12 && l.nb >= 8) {
+  // and the rows' activations no longer fit L1 together. Measured on one core (Intel): 2048 inputs, 9-12
+  // rows, 1.02-1.19x; 4096 inputs, 9-13 rows, 1.05-1.25x; 512 inputs (a 10 KB decoded tile) 0.9x; 14-16 rows
+  // even. On an AMD EPYC host, t=2, alternating in one process: 13-16 rows 1.05-1.27x over the 248K-row head
+  // and a GDN input projection (2048 inputs), 1.0-1.2x over its output projection (4096 inputs); 20 rows
+  // 0.94-1.09x, 24-32 even, so up to 16.
+  if (nx <= 16 && l.nb >= 8) {
     rows[8](tile, l.nb, x, l, n_out, y, y_stride);
     return rows[nx - 8](tile, l.nb, x + 8, l, n_out, y + 8 * y_stride, y_stride);
   }
