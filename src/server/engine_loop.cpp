@@ -205,9 +205,9 @@ void EngineLoop::run() {
     Status s = backend_.step(events, &info);
     ++steps_;
     if (!s.ok()) {
-      // The engine's state is unknown now: fail everything, refuse new work (/health reports it).
+      // The engine's state is unknown now: refuse new work (/health reports it), then fail everything. In
+      // that order: a client that has its error may ask /health at once.
       const ApiError e = server_error(500, "engine error: " + s.message(), "engine_error");
-      fail_all(e);
       std::deque<Pending> queued;
       {
         std::lock_guard<std::mutex> lock(waker_->mu);
@@ -215,6 +215,7 @@ void EngineLoop::run() {
         busy_ = 0;
         queued.swap(queue_);
       }
+      fail_all(e);
       for (Pending& p : queued) {
         Update u;
         u.done = true;
