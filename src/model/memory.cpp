@@ -67,6 +67,8 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   const int64_t n_blocks = (o.n_ctx + o.block_size - 1) / o.block_size + o.n_seq;
   m.kv_bytes_row_[0] = row_size(o.cache_type_k, m.kv_width_);
   m.kv_bytes_row_[1] = row_size(o.cache_type_v, m.kv_width_);
+  m.kv_bytes_head_[0] = row_size(o.cache_type_k, c.head_dim);
+  m.kv_bytes_head_[1] = row_size(o.cache_type_v, c.head_dim);
   const uint64_t kv_bytes = static_cast<uint64_t>(n_blocks) * m.n_attn_slots_ * o.block_size *
                             static_cast<uint64_t>(m.kv_bytes_row_[0] + m.kv_bytes_row_[1]);
   const uint64_t gdn_floats =

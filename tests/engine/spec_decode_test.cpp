@@ -220,10 +220,11 @@ SeqState read_state(const Model& model, const Memory& cmem, int32_t seq) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     if (mem.attn_slot(il) >= 0) {
       for (int kv = 0; kv < 2; ++kv)
-        for (int64_t p = 0; p < n; ++p) {
-          const uint8_t* r = mem.kv_row(seq, mem.attn_slot(il), kv, p);
-          st.trunk_kv.insert(st.trunk_kv.end(), r, r + mem.kv_row_bytes(kv));
-        }
+        for (int64_t p = 0; p < n; ++p)
+          for (int64_t h = 0; h < c.n_head_kv; ++h) {
+            const uint8_t* r = mem.kv_head_row(seq, mem.attn_slot(il), kv, p, h);
+            st.trunk_kv.insert(st.trunk_kv.end(), r, r + mem.kv_head_bytes(kv));
+          }
     } else {
       const int32_t g = mem.gdn_index(il);
       const int32_t live = mem.seq(seq).live;
@@ -234,10 +235,11 @@ SeqState read_state(const Model& model, const Memory& cmem, int32_t seq) {
     }
   }
   for (int kv = 0; kv < 2; ++kv)
-    for (int64_t p = mem.mtp_begin(seq); p < mem.mtp_end(seq); ++p) {
-      const uint8_t* r = mem.kv_row(seq, mem.mtp_slot(), kv, p);
-      st.mtp_kv.insert(st.mtp_kv.end(), r, r + mem.kv_row_bytes(kv));
-    }
+    for (int64_t p = mem.mtp_begin(seq); p < mem.mtp_end(seq); ++p)
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        const uint8_t* r = mem.kv_head_row(seq, mem.mtp_slot(), kv, p, h);
+        st.mtp_kv.insert(st.mtp_kv.end(), r, r + mem.kv_head_bytes(kv));
+      }
   return st;
 }
 

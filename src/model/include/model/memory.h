@@ -106,18 +106,19 @@ class Memory {
   // Blocks so that positions < end are addressable; false (nothing changed) when the pool is exhausted or
   // end > n_ctx.
   bool ensure_positions(int32_t s, int64_t end);
-  // K (kv = 0) or V (kv = 1) row of `slot` at position p of sequence s: kv_width() values stored as
-  // kv_type(kv), kv_row_bytes(kv) bytes.
-  uint8_t* kv_row(int32_t s, int32_t slot, int kv, int64_t p) {
+  // K (kv = 0) or V (kv = 1) values of KV head h of `slot` at position p of sequence s: head_dim values
+  // stored as kv_type(kv), kv_head_bytes(kv) bytes. A block holds, per slot, its positions' K rows then V
+  // rows, head by head ([K, V][head][position]): attention reads one head's rows of a block as one contiguous
+  // stream (a core reads half-rows of interleaved heads at a third of the rate).
+  uint8_t* kv_head_row(int32_t s, int32_t slot, int kv, int64_t p, int64_t h) {
     const Seq& q = seqs_[static_cast<size_t>(s)];
-    const int64_t b = q.blocks[static_cast<size_t>(p / opt_.block_size)];
-    const int64_t slot_base =
-        (b * n_attn_slots_ + slot) * opt_.block_size * (kv_bytes_row_[0] + kv_bytes_row_[1]);
-    return kv_.get() + slot_base + (kv == 0 ? 0 : opt_.block_size * kv_bytes_row_[0]) +
-           (p % opt_.block_size) * kv_bytes_row_[kv];
+    const int64_t bs = opt_.block_size, b = q.blocks[static_cast<size_t>(p / bs)];
+    const int64_t slot_base = (b * n_attn_slots_ + slot) * bs * (kv_bytes_row_[0] + kv_bytes_row_[1]);
+    return kv_.get() + slot_base + (kv == 0 ? 0 : bs * kv_bytes_row_[0]) +
+           (h * bs + p % bs) * kv_bytes_head_[kv];
   }
   GgmlType kv_type(int kv) const { return kv == 0 ? opt_.cache_type_k : opt_.cache_type_v; }
-  int64_t kv_row_bytes(int kv) const { return kv_bytes_row_[kv]; }
+  int64_t kv_head_bytes(int kv) const { return kv_bytes_head_[kv]; }
   int64_t conv_floats() const { return conv_floats_; }
   int64_t ssm_floats() const { return ssm_floats_; }
   float* conv_state(int32_t s, int32_t plane, int32_t g) { return gdn_state(s, plane, g); }
@@ -137,10 +138,11 @@ class Memory {
   int32_t n_attn_slots_ = 0, mtp_slot_ = -1, n_gdn_ = 0;
   std::vector<int32_t> attn_slot_, gdn_index_;  // per trunk layer, -1 when not of that kind
   int64_t kv_width_ = 0, conv_floats_ = 0, ssm_floats_ = 0;
-  int64_t kv_bytes_row_[2] = {0, 0};  // bytes of one K / V row
+  int64_t kv_bytes_row_[2] = {0, 0};   // bytes of one K / V row (all KV heads)
+  int64_t kv_bytes_head_[2] = {0, 0};  // bytes of one head's part of it
   // KV is not zero-filled (pages are touched only when used; rows are written before they are read); the GDN
   // planes are zeroed at create (touched once up front) and a sequence's again by seq_create/seq_reset.
-  // n_blocks x n_attn_slots x {K rows x block_size, V rows x block_size}
+  // n_blocks x n_attn_slots x {K, V} x KV heads x block_size head rows
   std::unique_ptr<uint8_t[]> kv_;
   struct FreeDeleter {
     void operator()(float* p) const { std::free(p); }
