@@ -177,9 +177,11 @@ VT inline float vhsum(V v) {
 // (b0 + b1) + (b2 + b3) over the blocks.
 VT inline V vsum_lanes(const V* v) {
   V s[8], u[4];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)
     s[i] =
         _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     const __m512d a = _mm512_castps_pd(s[2 * i]), b = _mm512_castps_pd(s[2 * i + 1]);
     u[i] =
@@ -187,6 +189,7 @@ VT inline V vsum_lanes(const V* v) {
   }
   // u[i], block b: the block-b sums of v[4i .. 4i+3].
   V r[2];
+#pragma GCC unroll 2
   for (int i = 0; i < 2; ++i)
     r[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
