@@ -259,9 +259,11 @@ VT inline float vhsum(V v) {
 // ((l0 + l2) + (l1 + l3)) within each 128-bit block, then b0 + b1.
 VT inline V vsum_lanes(const V* v) {
   V s[4], u[2];
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)
     s[i] =
         _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 2
   for (int i = 0; i < 2; ++i) {
     const __m256d a = _mm256_castps_pd(s[2 * i]), b = _mm256_castps_pd(s[2 * i + 1]);
     u[i] =

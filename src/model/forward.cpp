@@ -434,14 +434,14 @@ void moe(Pass& p, const MoeWeights& w) {
   for (int64_t r = 0; r < n; ++r) {
     float* pr = logits + r * n_exp;
     kernels::softmax(pr, n_exp);
-    const int32_t* top = pair_expert + r * k;
-    kernels::top_k(pr, n_exp, k, pair_expert + r * k);
+    int32_t* top = pair_expert + r * k;
+    kernels::top_k(pr, n_exp, k, top);
     double sum = 0;
     for (int64_t j = 0; j < k; ++j) sum += pr[top[j]];
     const double denom = std::max(sum, 6.1035e-5);
     const float ws_scale = p.params.expert_weights_scale;
     for (int64_t j = 0; j < k; ++j) {
-      float wt = static_cast<float>(pr[pair_expert[r * k + j]] / denom);
+      float wt = static_cast<float>(pr[top[j]] / denom);
       if (ws_scale != 0.0f && ws_scale != 1.0f) wt *= ws_scale;
       pair_w[r * k + j] = wt;
     }
