@@ -194,6 +194,8 @@ Status run(const Options& o) {
       std::fprintf(stderr, "; draft pass");
       for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
         std::fprintf(stderr, " %lld:%.1f", static_cast<long long>(r), 1e3 * p.draft_cost().predict(r));
+      std::fprintf(stderr, "; acceptance by position (all slots)");
+      for (int32_t i = 0; i < o.draft_max; ++i) std::fprintf(stderr, " %.2f", p.acceptance().rate(i));
       std::fprintf(stderr, "\n");
     }
   }

@@ -142,11 +142,11 @@ class Memory {
   int64_t kv_bytes_head_[2] = {0, 0};  // bytes of one head's part of it
   // KV is not zero-filled (pages are touched only when used; rows are written before they are read); the GDN
   // planes are zeroed at create (touched once up front) and a sequence's again by seq_create/seq_reset.
-  // n_blocks x n_attn_slots x {K, V} x KV heads x block_size head rows
-  std::unique_ptr<uint8_t[]> kv_;
   struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
   };
+  // n_blocks x n_attn_slots x {K, V} x KV heads x block_size head rows, 2 MB aligned
+  std::unique_ptr<uint8_t, FreeDeleter> kv_;
   // n_seq x planes x n_gdn x (conv + ssm), 2 MB aligned (with conv and ssm multiples of 16 floats, every
   // head's state is 64-byte aligned: snapshots are written with streaming stores)
   std::unique_ptr<float, FreeDeleter> gdn_;
