@@ -103,6 +103,9 @@ namespace {
 
 static_assert(kPackRows == detail::kTileOut, "a packed tile is one call of the tile kernels");
 
+// Batches of at most this many activation rows are split for streaming weights (see matmul_batch).
+constexpr int64_t kDecodeSizedRows = 8;
+
 // Weight rows kept hot (in L2) while every group of activation rows passes over them.
 constexpr int64_t kWeightTileBytes = 256 * 1024;
 
@@ -220,8 +223,15 @@ void matmul_batch(std::span<const MatmulJob> jobs, const PreparedActivations& x,
     for (const MatmulJob& j : jobs) matmul_range(j.w, x, nullptr, x.n_rows(), 0, j.w.n_out, j.y, j.y_stride);
     return;
   }
-  // Chunks of output rows, about 8 per thread and matrix, at least 4 rows each, whole tiles where the kernel
-  // works in tiles (the split does not change any result).
+  // Chunks of output rows, at least 4 rows each, whole tiles where the kernel works in tiles (the split does
+  // not change any result). Prompt-sized batches, compute-bound, take about 8 chunks per thread and matrix,
+  // which keeps the threads even. Decode-sized ones stream each weight once from DRAM and take about 2 per
+  // thread over the whole call, at most a matrix: fewer, longer pieces keep the prefetch streams running
+  // (e.g. the shared expert's 512-row gate and up were 32-row pieces of 35 KB). Measured in one process,
+  // alternating the two rules (t=2, 35B-A3B widths, IQ4_XS): one row 1-2% and two rows 1.5-2.5% faster.
+  const bool decode_sized = x.n_rows() <= kDecodeSizedRows;
+  int64_t total_out = 0;
+  for (const MatmulJob& j : jobs) total_out += j.w.n_out;
   struct Item {
     int32_t job;
     int64_t begin, end;
@@ -232,7 +242,9 @@ void matmul_batch(std::span<const MatmulJob> jobs, const PreparedActivations& x,
   for (size_t ji = 0; ji < jobs.size(); ++ji) {
     const MatrixView& w = jobs[ji].w;
     const int t = static_cast<int>(w.type);
-    int64_t chunk = std::max<int64_t>(4, (w.n_out + 8 * n_threads - 1) / (8 * n_threads));
+    int64_t chunk = decode_sized ? std::min(w.n_out, (total_out + 2 * n_threads - 1) / (2 * n_threads))
+                                 : (w.n_out + 8 * n_threads - 1) / (8 * n_threads);
+    chunk = std::max<int64_t>(4, chunk);
     if (w.packed || (ks.tile[t] != nullptr && x.n_rows() >= ks.tile_min_rows[t]))
       chunk = (chunk + detail::kTileOut - 1) / detail::kTileOut * detail::kTileOut;
     for (int64_t ob = 0; ob < w.n_out; ob += chunk)
