@@ -26,30 +26,6 @@ inline std::vector<int64_t> parse_list(const char* s) {
   return v;
 }
 
-// STREAM "copy" bandwidth: b = a over n_floats floats, split among the pool's threads (nullptr: one thread),
-// best of 5. GB/s counting bytes read + written, as STREAM does.
-inline double stream_copy_gbs(ThreadPool* pool, int64_t n_floats = int64_t{128} << 20) {
-  std::vector<float> a(static_cast<size_t>(n_floats), 1.0f), b(static_cast<size_t>(n_floats), 0.0f);
-  const int n_threads = pool != nullptr ? pool->size() : 1;
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto body = [&](size_t t, int) {
-      const int64_t chunk = n_floats / n_threads;
-      const int64_t begin = static_cast<int64_t>(t) * chunk;
-      const int64_t end = t + 1 == static_cast<size_t>(n_threads) ? n_floats : begin + chunk;
-      std::memcpy(b.data() + begin, a.data() + begin, static_cast<size_t>(end - begin) * 4);
-    };
-    if (pool != nullptr) {
-      pool->parallel_for(static_cast<size_t>(n_threads), body);
-    } else {
-      body(0, 0);
-    }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * static_cast<double>(n_floats) * 4 / best / 1e9;
-}
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // XOR of every 64-byte line of [p, p + n) (n a multiple of 512), four independent registers: a loop that
 // does nothing but load, at the widest width the CPU has. With kStreams = 2 the two halves are read at once,
@@ -99,35 +75,81 @@ inline uint64_t xor_lines(const unsigned char* p, int64_t n, bool two_streams = 
   return x;
 }
 
-// Read-only streaming bandwidth: n_bytes split among the pool's threads, each scanned by a loop of nothing
-// but wide loads (xor_lines), as one stream or (two_streams, AVX-512) as two, best of 5. The better of the
-// two is the ceiling of what decode, which only reads weights, could reach: on one core it is well under a
-// copy's read + write rate (and glibc's memchr, used here before, reads some 25% slower still).
-inline double stream_read_gbs(ThreadPool* pool, int64_t n_bytes = int64_t{1} << 30,
-                              bool two_streams = false) {
-  const int n_threads = pool != nullptr ? pool->size() : 1;
-  const int64_t chunk = n_bytes / n_threads / 512 * 512;
-  unsigned char* a =
-      static_cast<unsigned char*>(std::aligned_alloc(64, static_cast<size_t>(chunk * n_threads)));
-  std::memset(a, 0, static_cast<size_t>(chunk * n_threads));
-  std::vector<uint64_t> found(static_cast<size_t>(n_threads));
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto body = [&](size_t t, int) {
-      found[t] = xor_lines(a + static_cast<int64_t>(t) * chunk, chunk, two_streams);
-    };
-    if (pool != nullptr) {
-      pool->parallel_for(static_cast<size_t>(n_threads), body);
-    } else {
-      body(0, 0);
+// Memory-bandwidth probes over buffers kept between calls, one pass per call, so that a benchmark can put a
+// probe beside each slice of the work it measures and pair the two: on a shared machine the bandwidth moves
+// by 10-40% within a minute, and a figure taken once, before the work, says little about the seconds after.
+class BandwidthProbe {
+ public:
+  // bytes: the size of the read-only buffer and of each of the copy's two arrays, split among the pool's
+  // threads (nullptr: one thread).
+  explicit BandwidthProbe(ThreadPool* pool, int64_t bytes = int64_t{1} << 30)
+      : pool_(pool), n_threads_(pool != nullptr ? pool->size() : 1), chunk_(bytes / n_threads_ / 512 * 512) {
+    const size_t n = static_cast<size_t>(chunk_ * n_threads_);
+    for (unsigned char*& p : buf_) {
+      p = static_cast<unsigned char*>(std::aligned_alloc(64, n));
+      std::memset(p, 0, n);
     }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    found_.resize(static_cast<size_t>(n_threads_));
   }
-  std::free(a);
-  for (uint64_t f : found)
-    if (f != 0) return 0;  // cannot happen: the buffer is all zeros
-  return static_cast<double>(chunk * n_threads) / best / 1e9;
+  ~BandwidthProbe() {
+    for (unsigned char* p : buf_) std::free(p);
+  }
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  // STREAM "copy": one array into the other, GB/s counting bytes read + written, as STREAM does.
+  double copy_gbs() {
+    return 2.0 * bytes() / timed([&](size_t t) {
+             const int64_t off = static_cast<int64_t>(t) * chunk_;
+             std::memcpy(buf_[1] + off, buf_[0] + off, static_cast<size_t>(chunk_));
+           });
+  }
+  // Read-only: each thread's share scanned by a loop of nothing but wide loads (xor_lines), as one stream or
+  // (two_streams, AVX-512) two. The better of the two is the ceiling of what decode, which only reads
+  // weights, could reach: on one core it is well under a copy's read + write rate (and glibc's memchr, used
+  // here before, reads some 25% slower still).
+  double read_gbs(bool two_streams = false) {
+    const double s = timed([&](size_t t) {
+      found_[t] = xor_lines(buf_[0] + static_cast<int64_t>(t) * chunk_, chunk_, two_streams);
+    });
+    for (uint64_t f : found_)
+      if (f != 0) return 0;  // cannot happen: the buffer is all zeros
+    return bytes() / s;
+  }
+
+ private:
+  double bytes() const { return static_cast<double>(chunk_ * n_threads_); }
+  // Seconds of one pass of body over the threads, divided by 1e9 (so that bytes / it is GB/s).
+  template <typename Body>
+  double timed(Body body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (pool_ != nullptr) {
+      pool_->parallel_for(static_cast<size_t>(n_threads_), [&](size_t t, int) { body(t); });
+    } else {
+      body(0);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e9;
+  }
+
+  ThreadPool* pool_;
+  int n_threads_;
+  int64_t chunk_;
+  unsigned char* buf_[2] = {nullptr, nullptr};
+  std::vector<uint64_t> found_;
+};
+
+// Best of 5 passes of a probe of `bytes` (see BandwidthProbe).
+inline double stream_copy_gbs(ThreadPool* pool, int64_t bytes = int64_t{512} << 20) {
+  BandwidthProbe probe(pool, bytes);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) best = std::max(best, probe.copy_gbs());
+  return best;
+}
+inline double stream_read_gbs(ThreadPool* pool, int64_t bytes = int64_t{1} << 30, bool two_streams = false) {
+  BandwidthProbe probe(pool, bytes);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) best = std::max(best, probe.read_gbs(two_streams));
+  return best;
 }
 
 }  // namespace mtp::bench

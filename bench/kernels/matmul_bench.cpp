@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
   ThreadPool tp2(2);
   std::printf("kernels_bench: isa %s (best %s)\n", kernels::isa_name(kernels::active_isa()),
               kernels::isa_name(kernels::best_isa()));
-  const int64_t n_stream = 128ll << 20;  // 512 MB per array
+  const int64_t n_stream = 512ll << 20;  // bytes per array
   const double bw1 = bench::stream_copy_gbs(nullptr, n_stream);
   const double bw2 = bench::stream_copy_gbs(&tp2, n_stream);
   std::printf("STREAM copy (read+write, 2 x 512 MB): 1 thread %.2f GB/s, 2 threads %.2f GB/s\n", bw1, bw2);

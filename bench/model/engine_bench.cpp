@@ -3,7 +3,8 @@
 // bandwidth measured in this run with as many threads; also against a read-only stream, which is what decode
 // does), the cost of verify batches of k+1 rows relative to one row, and pp512 with
 // the multiply-add rate it implies. A program printing numbers, not a test; the machine is shared, so compare
-// ratios within one run.
+// ratios within one run: the decode fractions pair each slice of 8 tokens with the bandwidth probes run just
+// before it (the figures once at the start are printed too).
 //
 //   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16] [--pp-reps 2]
 //                [--cache-type f32|f16|q8_0]
@@ -30,6 +31,12 @@ double process_cpu_seconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Touched {
@@ -102,10 +109,16 @@ int main(int argc, char** argv) {
   };
   for (int64_t nt : threads) {
     ThreadPool pool(static_cast<int>(nt));
-    // The limit at this thread count: a STREAM copy with as many threads, in this run.
-    const double bw = bench::stream_copy_gbs(&pool) * 1e9;
-    const double rd1 = bench::stream_read_gbs(&pool) * 1e9;
-    const double rd2 = bench::stream_read_gbs(&pool, int64_t{1} << 30, true) * 1e9, rd = std::max(rd1, rd2);
+    // The limit at this thread count: a STREAM copy with as many threads, in this run, best of 5 passes
+    // (decode below pairs a pass of each probe with each slice of its tokens).
+    bench::BandwidthProbe probe(&pool);
+    double bw = 0, rd1 = 0, rd2 = 0;
+    for (int rep = 0; rep < 5; ++rep) {
+      bw = std::max(bw, probe.copy_gbs() * 1e9);
+      rd1 = std::max(rd1, probe.read_gbs() * 1e9);
+      rd2 = std::max(rd2, probe.read_gbs(true) * 1e9);
+    }
+    const double rd = std::max(rd1, rd2);
     std::printf(
         "t=%lld copy bandwidth %.2f GB/s -> decode limit %.1f tok/s; read-only stream %.2f GB/s -> %.1f "
         "tok/s (one stream per thread %.2f, two %.2f)\n",
@@ -149,20 +162,48 @@ int main(int argc, char** argv) {
           if (!mem->rollback(s, 1).ok()) return 1;
         }
       }
-      // Decode: single rows that stay.
-      const int64_t d0 = mem->seq_pos(s);
-      const double dc0 = process_cpu_seconds();
-      Timer td;
-      for (int i = 0; i < n_decode; ++i) {
-        b.clear();
-        b.add(s, d0 + i, token(d0 + i), true);
-        if (!forward(*model, b, *mem, out, pool).ok()) return 1;
+      // Decode: single rows that stay, in slices of kSlice timed tokens. Before each slice, the best of 3
+      // copy passes and of a read-only pass of one and of two streams, then one untimed token (the probe
+      // evicts the states and KV that stay cached from one token to the next); the fractions are the medians
+      // of each slice's rate over the bandwidth measured just before it, which a shared machine's drift moves
+      // far less than a figure taken once.
+      constexpr int kSlice = 8;
+      std::vector<double> of_copy, of_read;
+      double dsec = 0, dcpu = 0;
+      for (int done = 0; done < n_decode; done += kSlice) {
+        const int n = std::min(kSlice, n_decode - done);
+        const double c = std::max({probe.copy_gbs(), probe.copy_gbs(), probe.copy_gbs()}) * 1e9;
+        const double r = std::max(probe.read_gbs(), probe.read_gbs(true)) * 1e9;
+        auto step = [&] {
+          const int64_t p = mem->seq_pos(s);
+          b.clear();
+          b.add(s, p, token(p), true);
+          return forward(*model, b, *mem, out, pool).ok();
+        };
+        if (!step()) return 1;
+        const double c0 = process_cpu_seconds();
+        Timer td;
+        for (int i = 0; i < n; ++i)
+          if (!step()) return 1;
+        const double sec = td.seconds();
+        dsec += sec;
+        dcpu += process_cpu_seconds() - c0;
+        of_copy.push_back(n / sec * tt.bytes / c);
+        of_read.push_back(n / sec * tt.bytes / r);
       }
-      const double dsec = td.seconds(), dec = n_decode / dsec;
+      const double dec = n_decode / dsec;
       std::printf(
-          "t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit, %.0f%% of read-only, cpu %.2f)",
-          (long long)nt, (long long)depth, dec, 100.0 * dec * tt.bytes / bw, 100.0 * dec * tt.bytes / rd,
-          (process_cpu_seconds() - dc0) / (dsec * static_cast<double>(nt)));
+          "t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit [%.0f-%.0f%%], %.0f%% of "
+          "read-only "
+          "[%.0f-%.0f%%]: medians [ranges] of %zu slices, each over the probes just before it; %.0f%%, "
+          "%.0f%% "
+          "of the figures above; cpu %.2f)",
+          (long long)nt, (long long)depth, dec, 100.0 * median(of_copy),
+          100.0 * *std::min_element(of_copy.begin(), of_copy.end()),
+          100.0 * *std::max_element(of_copy.begin(), of_copy.end()), 100.0 * median(of_read),
+          100.0 * *std::min_element(of_read.begin(), of_read.end()),
+          100.0 * *std::max_element(of_read.begin(), of_read.end()), of_copy.size(),
+          100.0 * dec * tt.bytes / bw, 100.0 * dec * tt.bytes / rd, dcpu / (dsec * static_cast<double>(nt)));
       if (depth > 0) std::printf(", prompt fill %.1f tok/s", depth / fill_s);
       std::printf("; verify k+1 rows / 1 row:");
       for (int64_t rows = 2; rows <= 5; ++rows)
