@@ -99,8 +99,9 @@ void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, f
 }
 
 void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
-                      float scale, float* out) {
-  for (int64_t j = 0; j < nk; ++j) dot_queries(k[j], q, nq, n, scale, out + j * nq);
+                      float scale, float* out, int64_t out_stride) {
+  for (int64_t h = 0; h < nq; ++h)
+    for (int64_t j = 0; j < nk; ++j) out[h * out_stride + j] = scale * dot(q[h], k[j], n);
 }
 
 void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
@@ -196,6 +197,17 @@ VT inline V vsum_lanes(const V* v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
+// The W sums of a full dot_block, lane 4j + h for key j and query h, times scale, into out[h * stride + j]:
+// one transposing permute, then a row of 4 keys per query.
+VT inline void vstore_key_rows(V sums, float scale, float* out, int64_t stride) {
+  const V t = _mm512_mul_ps(
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sums),
+      _mm512_set1_ps(scale));
+  _mm_storeu_ps(out, _mm512_castps512_ps128(t));
+  _mm_storeu_ps(out + stride, _mm512_extractf32x4_ps(t, 1));
+  _mm_storeu_ps(out + 2 * stride, _mm512_extractf32x4_ps(t, 2));
+  _mm_storeu_ps(out + 3 * stride, _mm512_extractf32x4_ps(t, 3));
+}
 VT inline float vhmax(V v) {
   return _mm512_reduce_max_ps(v);
 }
@@ -271,6 +283,16 @@ VT inline V vsum_lanes(const V* v) {
   }
   return _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20), _mm256_permute2f128_ps(u[0], u[1], 0x31));
 }
+// As the AVX-512 one with 2 keys per block: lane 4j + h into out[h * stride + j].
+VT inline void vstore_key_rows(V sums, float scale, float* out, int64_t stride) {
+  const V t = _mm256_mul_ps(_mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
+                            _mm256_set1_ps(scale));
+  const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
+  _mm_storel_pi(reinterpret_cast<__m64*>(out), lo);
+  _mm_storeh_pi(reinterpret_cast<__m64*>(out + stride), lo);
+  _mm_storel_pi(reinterpret_cast<__m64*>(out + 2 * stride), hi);
+  _mm_storeh_pi(reinterpret_cast<__m64*>(out + 3 * stride), hi);
+}
 VT inline float vhmax(V v) {
   const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -325,8 +347,8 @@ void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, f
   MTP_VEC_DISPATCH(dot_queries, k, q, nq, n, scale, out);
 }
 void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
-                      float scale, float* out) {
-  MTP_VEC_DISPATCH(dot_keys_queries, k, nk, q, nq, n, scale, out);
+                      float scale, float* out, int64_t out_stride) {
+  MTP_VEC_DISPATCH(dot_keys_queries, k, nk, q, nq, n, scale, out, out_stride);
 }
 void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
                        float* const* y, int64_t nq, int64_t n) {

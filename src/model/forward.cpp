@@ -133,6 +133,12 @@ void prefetch_l2(const uint8_t* row, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
 }
 
+// Floats from one attention score row to the next for n keys: a whole, odd number of 64-byte lines.
+int64_t score_stride(int64_t n) {
+  const int64_t lines = (n + 15) / 16;
+  return 16 * (lines % 2 == 1 ? lines : lines + 1);
+}
+
 // Gated full attention over ws.a (n x n_embd) into ws.m; KV slot `slot` of the memory.
 void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   const Qwen35MoeConfig& c = p.c;
@@ -208,7 +214,7 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   constexpr int64_t kKeysPerCall = 8;    // K rows scored per call (kernels::dot_keys_queries blocks them)
   constexpr int64_t kPrefetchKeys = 64;  // K and V rows are requested into L2 this many positions ahead
   for (int t = 0; t < p.pool.size(); ++t)
-    p.scratch(t, kRowBlock * sub * max_keys + (kKeysPerCall + 1 + kKeyBlock) * hd);
+    p.scratch(t, kRowBlock * sub * score_stride(max_keys) + (kKeysPerCall + 1 + kKeyBlock) * hd);
   p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), [&](size_t task, int thread) {
     const int64_t blk = static_cast<int64_t>(task) / (n_kv * n_sub),
                   rest = static_cast<int64_t>(task) % (n_kv * n_sub);
@@ -218,19 +224,22 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
                   m = std::min<int64_t>(kRowBlock, static_cast<int64_t>(sg.rows.size()) - i0);
     const int64_t begin = p.mtp ? p.mem.seq(sg.seq).mtp_begin : 0;
     const int64_t pos0 = p.batch.rows[sg.rows[i0]].pos;
-    const int64_t n_keys_max = pos0 + m - begin;   // the last row's keys
-    float* sc = ws.thread_scratch[thread].data();  // [row i][head][key], stride n_keys_max
-    float* kv_buf = sc + m * sub * n_keys_max;
+    const int64_t n_keys_max = pos0 + m - begin;  // the last row's keys
+    // Score rows an odd number of cache lines apart: at a stride of a multiple of 4 KB the rows' lines all
+    // fall in one L1 set, and each call's stores into them would evict each other.
+    const int64_t ld = score_stride(n_keys_max);
+    float* sc = ws.thread_scratch[thread].data();  // [row i][head][key], stride ld
+    float* kv_buf = sc + m * sub * ld;
     float* sig = kv_buf + kKeysPerCall * hd;
     float* v_block = sig + hd;  // kKeyBlock x hd: V rows converted from F16 / Q8_0
     auto query = [&](int64_t i, int64_t h) { return qg + sg.rows[i0 + i] * 2 * qw + 2 * (h0 + h) * hd; };
-    auto scores = [&](int64_t i, int64_t h) { return sc + (i * sub + h) * n_keys_max; };
+    auto scores = [&](int64_t i, int64_t h) { return sc + (i * sub + h) * ld; };
     const float* qs[kRowBlock * 16];  // the item's queries, row-major (i, h)
-    float key_scores[kKeysPerCall * kRowBlock * 16];
     for (int64_t i = 0; i < m; ++i)
       for (int64_t h = 0; h < sub; ++h) qs[i * sub + h] = query(i, h);
-    // Keys kKeysPerCall at a time against the queries of the rows that see the first of them (causal; the
-    // few scores of a later key for a row that does not see it yet are computed and dropped).
+    // Keys kKeysPerCall at a time against the queries of the rows that see the first of them, straight into
+    // their score rows (causal; the few scores of a later key for a row that does not see it yet land past
+    // that row's softmax length, where nothing reads them).
     for (int64_t t = 0; t < n_keys_max; t += kKeysPerCall) {
       const int64_t nk = std::min(kKeysPerCall, n_keys_max - t);
       for (int64_t u = t + kPrefetchKeys; u < std::min(n_keys_max, t + kPrefetchKeys + kKeysPerCall); ++u)
@@ -239,11 +248,7 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
       for (int64_t u = 0; u < nk; ++u)
         keys[u] = load_kv(kt, p.mem.kv_head_row(sg.seq, slot, 0, begin + t + u, j), hd, kv_buf + u * hd);
       const int64_t i_first = std::max<int64_t>(0, begin + t - pos0), nq = (m - i_first) * sub;
-      kernels::dot_keys_queries(keys, nk, qs + i_first * sub, nq, hd, scale, key_scores);
-      for (int64_t u = 0; u < nk; ++u)
-        for (int64_t i = std::max<int64_t>(0, begin + t + u - pos0); i < m; ++i)
-          for (int64_t h = 0; h < sub; ++h)
-            scores(i, h)[t + u] = key_scores[u * nq + (i - i_first) * sub + h];
+      kernels::dot_keys_queries(keys, nk, qs + i_first * sub, nq, hd, scale, scores(i_first, 0) + t, ld);
     }
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t h = 0; h < sub; ++h) {

@@ -151,18 +151,23 @@ TEST(VecKernels, DotKeysQueriesIsDotQueriesPerKey) {
       for (const auto& v : qv) q.push_back(v.data());
       for (int64_t nk : {1, 2, 3, 4, 7}) {
         for (int64_t nq : {1, 3, 4, 5, 8, 9}) {
-          std::vector<float> got(static_cast<size_t>(nk * nq)), want(static_cast<size_t>(nq)),
-              scalar(static_cast<size_t>(nk * nq));
-          kernels::dot_keys_queries(k.data(), nk, q.data(), nq, n, 0.0625f, got.data());
-          kernels::scalar::dot_keys_queries(k.data(), nk, q.data(), nq, n, 0.0625f, scalar.data());
+          // Each query's row of scores at a stride wider than nk; what lies between the rows stays untouched.
+          const int64_t stride = nk + 3;
+          constexpr float kUntouched = -7.5f;
+          std::vector<float> got(static_cast<size_t>(nq * stride), kUntouched), want(static_cast<size_t>(nq)),
+              scalar(static_cast<size_t>(nq * stride));
+          kernels::dot_keys_queries(k.data(), nk, q.data(), nq, n, 0.0625f, got.data(), stride);
+          kernels::scalar::dot_keys_queries(k.data(), nk, q.data(), nq, n, 0.0625f, scalar.data(), stride);
+          for (int64_t h = 0; h < nq; ++h)
+            for (int64_t j = nk; j < stride; ++j) EXPECT_EQ(got[h * stride + j], kUntouched);
           for (int64_t j = 0; j < nk; ++j) {
             kernels::dot_queries(k[j], q.data(), nq, n, 0.0625f, want.data());
             for (int64_t h = 0; h < nq; ++h) {
-              EXPECT_EQ(got[j * nq + h], want[h])
+              EXPECT_EQ(got[h * stride + j], want[h])
                   << "key " << j << " of " << nk << ", query " << h << " of " << nq;
               double mag = 0;
               for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(qv[h][i]) * kv[j][i]);
-              EXPECT_NEAR(got[j * nq + h], scalar[j * nq + h],
+              EXPECT_NEAR(got[h * stride + j], scalar[h * stride + j],
                           0.0625 * ((n / 8.0 + 8) * std::ldexp(mag, -23) + 1e-30));
             }
           }

@@ -14,11 +14,12 @@ namespace mtp::kernels {
 // query's sum has its own fixed order (lanes accumulated over the vectors in order, summed by a fixed tree,
 // then the tail), whatever nq is, so a score does not depend on which other queries share the call.
 void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, float scale, float* out);
-// out[j * nq + h] = scale * dot(q[h], k[j], n) for j < nk, h < nq: many keys against many queries, each
-// score bitwise what dot_queries gives it (the same order per pair whatever nk, nq and the other pairs), with
-// each key and query vector loaded once per register block of pairs instead of once per pair.
+// out[h * out_stride + j] = scale * dot(q[h], k[j], n) for j < nk, h < nq: many keys against many queries,
+// each score bitwise what dot_queries gives it (the same order per pair whatever nk, nq and the other pairs),
+// with each key and query vector loaded once per register block of pairs instead of once per pair. Each
+// query's scores land in its own row (attention's per-query score arrays: no copy after the call).
 void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
-                      float scale, float* out);
+                      float scale, float* out, int64_t out_stride);
 float dot(const float* a, const float* b, int64_t n);
 // y += a * x.
 void axpy(float a, const float* x, float* y, int64_t n);
@@ -82,7 +83,7 @@ void dot_queries(const float* k, const float* const* q, int64_t nq, int64_t n, f
 float dot(const float* a, const float* b, int64_t n);
 void axpy_rows(const float* p, const float* v, int64_t v_stride, int64_t n_rows, float* y, int64_t n);
 void dot_keys_queries(const float* const* k, int64_t nk, const float* const* q, int64_t nq, int64_t n,
-                      float scale, float* out);
+                      float scale, float* out, int64_t out_stride);
 void axpy_rows_queries(const float* const* p, const float* v, int64_t v_stride, int64_t n_rows,
                        float* const* y, int64_t nq, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
