@@ -138,17 +138,11 @@ class BandwidthProbe {
   std::vector<uint64_t> found_;
 };
 
-// Best of 5 passes of a probe of `bytes` (see BandwidthProbe).
+// STREAM copy bandwidth, best of 5 passes of a probe of `bytes` per array (see BandwidthProbe).
 inline double stream_copy_gbs(ThreadPool* pool, int64_t bytes = int64_t{512} << 20) {
   BandwidthProbe probe(pool, bytes);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) best = std::max(best, probe.copy_gbs());
-  return best;
-}
-inline double stream_read_gbs(ThreadPool* pool, int64_t bytes = int64_t{1} << 30, bool two_streams = false) {
-  BandwidthProbe probe(pool, bytes);
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) best = std::max(best, probe.read_gbs(two_streams));
   return best;
 }
 

@@ -33,10 +33,14 @@ double process_cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-double median(std::vector<double> v) {
+// Median and range of a non-empty sample.
+struct Spread {
+  double median, lo, hi;
+};
+Spread spread(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return {n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
 }
 
 struct Touched {
@@ -192,18 +196,16 @@ int main(int argc, char** argv) {
         of_read.push_back(n / sec * tt.bytes / r);
       }
       const double dec = n_decode / dsec;
+      const Spread fc = spread(of_copy), fr = spread(of_read);
       std::printf(
           "t=%lld depth=%lld: decode %.2f tok/s (%.0f%% of bandwidth limit [%.0f-%.0f%%], %.0f%% of "
           "read-only "
           "[%.0f-%.0f%%]: medians [ranges] of %zu slices, each over the probes just before it; %.0f%%, "
           "%.0f%% "
           "of the figures above; cpu %.2f)",
-          (long long)nt, (long long)depth, dec, 100.0 * median(of_copy),
-          100.0 * *std::min_element(of_copy.begin(), of_copy.end()),
-          100.0 * *std::max_element(of_copy.begin(), of_copy.end()), 100.0 * median(of_read),
-          100.0 * *std::min_element(of_read.begin(), of_read.end()),
-          100.0 * *std::max_element(of_read.begin(), of_read.end()), of_copy.size(),
-          100.0 * dec * tt.bytes / bw, 100.0 * dec * tt.bytes / rd, dcpu / (dsec * static_cast<double>(nt)));
+          (long long)nt, (long long)depth, dec, 100 * fc.median, 100 * fc.lo, 100 * fc.hi, 100 * fr.median,
+          100 * fr.lo, 100 * fr.hi, of_copy.size(), 100.0 * dec * tt.bytes / bw, 100.0 * dec * tt.bytes / rd,
+          dcpu / (dsec * static_cast<double>(nt)));
       if (depth > 0) std::printf(", prompt fill %.1f tok/s", depth / fill_s);
       std::printf("; verify k+1 rows / 1 row:");
       for (int64_t rows = 2; rows <= 5; ++rows)

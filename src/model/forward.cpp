@@ -210,10 +210,11 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     for (int64_t i = 0; i < static_cast<int64_t>(ws.groups[gr].rows.size()); i += kRowBlock)
       items.push_back(static_cast<int32_t>(gr)), items.push_back(static_cast<int32_t>(i));
   const GgmlType kt = p.mem.kv_type(0), vt = p.mem.kv_type(1);
-  constexpr int64_t kKeyBlock = 32;      // V rows summed per pass over a query's output (held in registers)
-  constexpr int64_t kKeysPerCall = 8;    // K rows scored per call (kernels::dot_keys_queries blocks them)
-  constexpr int64_t kPrefetchKeys = 64;  // K and V rows are requested into L2 this many positions ahead
-  constexpr int64_t kVChunk = 64;        // V columns per weighted-sum call over F32 rows
+  const bool f32_v = vt == GgmlType::F32;  // V rows used in place (others are converted per block)
+  constexpr int64_t kKeyBlock = 32;        // V rows summed per pass over a query's output (held in registers)
+  constexpr int64_t kKeysPerCall = 8;      // K rows scored per call (kernels::dot_keys_queries blocks them)
+  constexpr int64_t kPrefetchKeys = 64;    // K and V rows are requested into L2 this many positions ahead
+  constexpr int64_t kVChunk = 64;          // V columns per weighted-sum call over F32 rows
   for (int t = 0; t < p.pool.size(); ++t)
     p.scratch(t, kRowBlock * sub * score_stride(max_keys) + (kKeysPerCall + 1 + kKeyBlock) * hd);
   p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), [&](size_t task, int thread) {
@@ -267,7 +268,6 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
       // (weighted_sum), since one burst of a block's 32 rows x 16 lines of requests at its start stalls the
       // core (decode attention at depth 4096-16384 15-16% less time, alternating the two in one process);
       // converted rows here, as their conversion reads each row whole.
-      const bool f32_v = vt == GgmlType::F32;
       if (!f32_v)
         for (int64_t t = t0 + kPrefetchKeys; t < std::min(n_keys_max, t1 + kPrefetchKeys); ++t)
           prefetch_l2(p.mem.kv_head_row(sg.seq, slot, 1, begin + t, j), p.mem.kv_head_bytes(1));
