@@ -404,7 +404,7 @@ T512V void packed_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x,
       const __m512 lsdw = packed_lsdw(tile + sb * kPackedHeaderBytes, j);
       for (int r = 0; r < NR; ++r) {
         const __m512i init = _mm512_set1_epi32(act_xcorr(x[r], l)[8 * sb + j]);
-        const __m512i s = dot32_lanes<true>(init, act_sq(x[r], l) + 256 * sb + 32 * j, wv);
+        const __m512i s = dot32_lanes<true, (NR >= 2)>(init, act_sq(x[r], l) + 256 * sb + 32 * j, wv);
         const __m512 c = _mm512_mul_ps(lsdw, _mm512_set1_ps(act_d(x[r], l)[sb]));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), c, acc[r]);
       }
