@@ -54,11 +54,24 @@ namespace {
 constexpr double kMaxCellWeight = 16;     // a batch size's weight in the fit: its samples, up to this
 constexpr double kAcceptEmaWeight = 0.1;  // weight of a new acceptance sample
 constexpr double kAcceptPrior = 0.8;      // conditional acceptance assumed before any data
-constexpr double kAcceptDecay = 0.01;  // per idle step, drift toward the engine-wide rates (a slot retries)
-constexpr double kMinGain = 0.05;      // a drafting plan must promise this much more than plain decoding
-constexpr int64_t kTrustSamples = 3;   // samples after which a size's own average replaces the line
-constexpr double kBacklogSteps = 16;   // steps a drafting stretch's one-time catch-up is spread over
-constexpr int64_t kRefreshSteps = 32;  // trunk steps after which a plain size's samples are stale
+constexpr double kAcceptDecay = 0.01;    // per idle step, drift toward the engine-wide rates (a slot retries)
+constexpr double kMinGain = 0.05;        // a drafting plan must promise this much more than plain decoding
+constexpr int64_t kTrustSamples = 3;     // samples after which a size's own average replaces the line
+constexpr double kBacklogSteps = 16;     // steps a drafting stretch's one-time catch-up is spread over
+constexpr int64_t kRefreshSteps = 32;    // trunk steps after which a size's samples are stale
+constexpr double kExploreMargin = 0.15;  // a stale draft length this close to the plan's gets re-measured
+
+// Trunk steps since size `rows` was last sampled (at[rows]: the step count then, -1 never); huge if never.
+int64_t age_of(const std::vector<int64_t>& at, int64_t rows, int64_t now) {
+  if (rows < 0 || rows >= static_cast<int64_t>(at.size()) || at[static_cast<size_t>(rows)] < 0)
+    return INT64_MAX;
+  return now - at[static_cast<size_t>(rows)];
+}
+
+void mark(std::vector<int64_t>& at, int64_t rows, int64_t now) {
+  if (static_cast<int64_t>(at.size()) <= rows) at.resize(static_cast<size_t>(rows + 1), -1);
+  at[static_cast<size_t>(rows)] = now;
+}
 
 }  // namespace
 
@@ -189,28 +202,34 @@ double DraftPolicy::trunk_line(bool verify, double rows) const {
 void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds) {
   ++trunk_steps_;
   if (seconds <= 0 || prompt_rows > 0) return;  // prompt rows cost differently (no logits): not these lines
-  if (verify_rows > 0) {
-    verify_.observe(rows + verify_rows, seconds);
-    return;
-  }
-  // A plain sample after a long stretch without (choose() asks for one) replaces the old ones: they were
-  // taken at another speed of the machine and would outvote it in the median.
-  if (plain_age(rows) > kRefreshSteps)
-    plain_.restart(rows, seconds);
+  // A sample after a long stretch without (choose() asks for one) replaces the old ones: they were taken at
+  // another speed of the machine and would outvote it in the median.
+  StepCostModel& model = verify_rows > 0 ? verify_ : plain_;
+  std::vector<int64_t>& at = verify_rows > 0 ? verify_at_ : plain_at_;
+  const int64_t size = rows + verify_rows;
+  if (age_of(at, size, trunk_steps_) > kRefreshSteps)
+    model.restart(size, seconds);
   else
-    plain_.observe(rows, seconds);
-  if (static_cast<int64_t>(plain_at_.size()) <= rows) plain_at_.resize(static_cast<size_t>(rows + 1), -1);
-  plain_at_[static_cast<size_t>(rows)] = trunk_steps_;
+    model.observe(size, seconds);
+  mark(at, size, trunk_steps_);
 }
 
 int64_t DraftPolicy::plain_age(int64_t rows) const {
-  if (rows < 0 || rows >= static_cast<int64_t>(plain_at_.size()) || plain_at_[static_cast<size_t>(rows)] < 0)
-    return INT64_MAX;
-  return trunk_steps_ - plain_at_[static_cast<size_t>(rows)];
+  return age_of(plain_at_, rows, trunk_steps_);
+}
+
+int64_t DraftPolicy::verify_age(int64_t rows) const {
+  return age_of(verify_at_, rows, trunk_steps_);
 }
 
 double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
-  const double trunk = trunk_line(verify_rows > 0, static_cast<double>(rows + verify_rows));
+  double trunk = trunk_line(verify_rows > 0, static_cast<double>(rows + verify_rows));
+  // A verify size measured once or twice is priced no higher than as many plain rows: its first samples pay
+  // one-time costs, and priced by them it would never run again to correct them (measured: at c2 after c1, a
+  // first 4-row verify at 47 ms against a steady 27 stopped drafting for good, the line through it and the
+  // 2-row size pricing it). Its next samples then price it by their median.
+  if (verify_rows > 0 && verify_.measured(rows + verify_rows) && !verify_.trusted(rows + verify_rows))
+    trunk = std::min(trunk, trunk_line(false, static_cast<double>(rows + verify_rows)));
   // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
   // noisy data could say so at some sizes; drafting must not look free).
   return verify_rows > 0 ? std::max(trunk, trunk_line(false, static_cast<double>(rows))) : trunk;
@@ -278,6 +297,11 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     for (size_t r = 0; r < n; ++r) t += 1 + accepted(r, ks[r]);
     return t;
   };
+  auto verify_rows_of = [&](const std::vector<int32_t>& ks) {
+    int64_t rows = static_cast<int64_t>(n);
+    for (int32_t x : ks) rows += x;
+    return rows;
+  };
   auto goodput = [&](const std::vector<int32_t>& ks) {
     return expected_tokens(ks) / std::max(step_time(ks), 1e-9);
   };
@@ -285,9 +309,13 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   int32_t max_cap = 0;
   for (const SlotDemand& d : slots) max_cap = std::max(max_cap, d.n_max);
   double best = plain;
-  for (int32_t len = 1; len <= max_cap; ++len) {
+  auto uniform = [&](int32_t len) {
     std::vector<int32_t> u(n);
     for (size_t r = 0; r < n; ++r) u[r] = slots[r].acceptance ? std::min(len, slots[r].n_max) : 0;
+    return u;
+  };
+  for (int32_t len = 1; len <= max_cap; ++len) {
+    const std::vector<int32_t> u = uniform(len);
     const double g = goodput(u);
     if (g > best) {
       best = g;
@@ -316,6 +344,23 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     best = g;
   }
   if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
+  // While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch
+  // would never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at
+  // k = 2, 15% below drafting 3). A uniform length whose price is stale and whose promise is within
+  // kExploreMargin of the plan's runs once; its sample replaces the stale ones. Only while drafting: from
+  // plain decoding a step's drafts would first run every slot's backlog through the MTP block.
+  const int64_t plan_rows = verify_rows_of(k);
+  if (prompt_rows == 0 && plan_rows > static_cast<int64_t>(n))
+    for (int32_t len = 1; len <= max_cap; ++len) {
+      const std::vector<int32_t> u = uniform(len);
+      const int64_t rows = verify_rows_of(u);
+      const int64_t age = verify_age(rows);
+      if (rows != plan_rows && age > kRefreshSteps && age != INT64_MAX &&
+          goodput(u) >= best * (1 - kExploreMargin)) {
+        k = u;
+        break;
+      }
+    }
   // Before drafting at a batch size, its plain step is measured until its own average prices it (plain
   // steps cost nothing against MTP off; a line-priced plain step can be off by tens of percent).
   if (prompt_rows == 0 && n > 1 && !plain_.trusted(static_cast<int64_t>(n))) std::fill(k.begin(), k.end(), 0);

@@ -1,6 +1,8 @@
 // Issue 7: statistics with llama.cpp's definitions; issue 8: the drafting policy (throttle and auto).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "spec/policy.h"
 #include "spec/stats.h"
 
@@ -220,7 +222,8 @@ TEST(DraftPolicy, VerifyRowsArePricedFromVerifySteps) {
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
   for (int64_t n : {1, 2, 4, 8, 16}) p.observe_trunk(n, 0, 0, 0.02 + 0.006 * static_cast<double>(n));
-  for (int64_t n : {1, 2, 4}) p.observe_trunk(n, 3 * n, 0, 0.02 + 0.0085 * static_cast<double>(4 * n));
+  for (int rep = 0; rep < 3; ++rep)  // each size measured often enough to be trusted
+    for (int64_t n : {1, 2, 4}) p.observe_trunk(n, 3 * n, 0, 0.02 + 0.0085 * static_cast<double>(4 * n));
   for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.004);
   EXPECT_NEAR(p.predict_trunk(4), 0.02 + 0.006 * 4, 1e-9);
   EXPECT_NEAR(p.predict_trunk(4, 12), 0.02 + 0.0085 * 16, 1e-9);
@@ -345,6 +348,76 @@ TEST(DraftPolicy, AutoDoesNotStopDraftingOnOneSlowFirstVerifyStep) {
     ASSERT_GT(k, 0) << step;
     p.observe_trunk(1, k, 0, 0.025 + 0.004 * k);
   }
+}
+
+// A verify size new to the engine pays one-time costs in its first step. Measured at c2 after c1: the first
+// 4-row verify took 47 ms against a steady 27, and priced by it (the line through it and the trusted 2-row
+// size) drafting never ran again. A size measured once or twice is priced no higher than as many plain rows,
+// so it runs until a median of its own samples prices it.
+TEST(DraftPolicy, AutoRemeasuresAVerifySizeAfterOneSlowFirstStep) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int rep = 0; rep < 3; ++rep) {
+    p.observe_trunk(1, 0, 0, 0.020);
+    p.observe_trunk(2, 0, 0, 0.021);
+    p.observe_trunk(1, 1, 0, 0.024);  // c1 drafting one token: trusted
+  }
+  for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.002);
+  p.observe_trunk(2, 2, 0, 0.047);  // c2's first verify step
+  const AcceptanceTracker a = tracker_at(0.85);
+  const std::vector<SlotDemand> two(2, SlotDemand{1, &a});
+  for (int step = 0; step < 20; ++step) {
+    ASSERT_EQ(p.choose(two), (std::vector<int32_t>{1, 1})) << step;
+    p.observe_trunk(2, 2, 0, 0.027);
+  }
+  // A size whose own samples keep saying it is dear stays dear.
+  DraftPolicy q(o);
+  for (int rep = 0; rep < 3; ++rep) {
+    q.observe_trunk(1, 0, 0, 0.020);
+    q.observe_trunk(2, 0, 0, 0.021);
+    q.observe_trunk(1, 1, 0, 0.024);
+  }
+  for (int64_t r = 1; r <= 16; ++r) q.observe_draft(r, 0.002);
+  int drafted = 0;
+  for (int step = 0; step < 20; ++step) {
+    const std::vector<int32_t> k = q.choose(two);
+    if (k[0] + k[1] == 0) continue;
+    ++drafted;
+    q.observe_trunk(2, k[0] + k[1], 0, 0.047);
+  }
+  EXPECT_LE(drafted, 3);
+}
+
+// While one slot drafts k tokens, the verify sizes of the other lengths go unmeasured. One priced in a slow
+// stretch would never run again (measured at c1: drafting 3 priced at 42 ms against a steady 35 kept a slot
+// at 2, 15% slower): a stale length whose promise is close to the plan's runs once, and its sample replaces
+// the stale ones.
+TEST(DraftPolicy, AutoRemeasuresAStaleDraftLength) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  auto verify_cost = [](int32_t k) { return 0.022 + 0.004 * k; };
+  for (int rep = 0; rep < 3; ++rep) {
+    p.observe_trunk(1, 0, 0, 0.020);
+    p.observe_trunk(1, 1, 0, verify_cost(1));
+    p.observe_trunk(1, 2, 0, verify_cost(2));
+    p.observe_trunk(1, 3, 0, 0.040);  // measured in a slow stretch (the steady price is 0.034)
+  }
+  for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.002);
+  const AcceptanceTracker a = tracker_at(0.85);
+  const std::vector<SlotDemand> one{{3, &a}};
+  ASSERT_EQ(p.choose(one)[0], 2);  // priced by the slow samples, drafting 3 looks 8% worse than 2
+  std::vector<int32_t> chosen;
+  for (int step = 0; step < 100; ++step) {
+    const int32_t k = p.choose(one)[0];
+    chosen.push_back(k);
+    p.observe_trunk(1, k, 0, k > 0 ? verify_cost(k) : 0.020);
+  }
+  const auto first3 = std::find(chosen.begin(), chosen.end(), 3);
+  ASSERT_NE(first3, chosen.end());
+  EXPECT_LE(first3 - chosen.begin(), 36);                         // within kRefreshSteps and a few
+  EXPECT_GE(std::count(chosen.end() - 50, chosen.end(), 3), 45);  // then it stays (a few re-measuring steps)
 }
 
 // While the policy drafts at a batch size it never measures that size's plain step, and the machine's speed

@@ -120,12 +120,15 @@ class DraftPolicy {
   double trunk_line(bool verify, double rows) const;
   bool has_trunk_data() const { return plain_.has_data() || verify_.has_data(); }
 
-  // Trunk steps since a plain step of this many rows was last measured; huge if never.
+  // Trunk steps since a plain step of this many rows, or a verify step of this many rows in all, was last
+  // measured; huge if never.
   int64_t plain_age(int64_t rows) const;
+  int64_t verify_age(int64_t rows) const;
 
-  StepCostModel plain_, verify_;   // trunk steps without prompt rows: decode rows only, or with verify rows
-  int64_t trunk_steps_ = 0;        // trunk steps observed
-  std::vector<int64_t> plain_at_;  // index: rows; trunk_steps_ after that size's last plain sample
+  StepCostModel plain_, verify_;    // trunk steps without prompt rows: decode rows only, or with verify rows
+  int64_t trunk_steps_ = 0;         // trunk steps observed
+  std::vector<int64_t> plain_at_;   // index: rows; trunk_steps_ after that size's last plain sample
+  std::vector<int64_t> verify_at_;  // likewise for verify steps, indexed by all their rows
   StepCostModel draft_;
   AcceptanceTracker acceptance_;  // every slot's rounds
 };
