@@ -43,6 +43,11 @@
 // first one pays one-time costs, and priced by it alone drafting would stop for good). Prompt rows cost
 // differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
 // of their own, over their rows (draft rows and catch-up rows).
+//
+// Verify prices get re-measured two more ways: a verify size just measured for the first or second time is
+// priced no higher than as many plain rows (its first samples pay one-time costs), and while drafting, a
+// stale draft length whose promise is close to the plan's is run once every kRefreshSteps steps, its sample
+// replacing the stale ones (choose(), at its end, says when).
 #include "spec/policy.h"
 
 #include <algorithm>
@@ -59,6 +64,7 @@ constexpr double kMinGain = 0.05;        // a drafting plan must promise this mu
 constexpr int64_t kTrustSamples = 3;     // samples after which a size's own average replaces the line
 constexpr double kBacklogSteps = 16;     // steps a drafting stretch's one-time catch-up is spread over
 constexpr int64_t kRefreshSteps = 32;    // trunk steps after which a size's samples are stale
+constexpr int64_t kWarmupSteps = 2;      // trunk steps a verify size's first samples keep it cheap
 constexpr double kExploreMargin = 0.15;  // a stale draft length this close to the plan's gets re-measured
 
 // Trunk steps since size `rows` was last sampled (at[rows]: the step count then, -1 never); huge if never.
@@ -202,16 +208,25 @@ double DraftPolicy::trunk_line(bool verify, double rows) const {
 void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds) {
   ++trunk_steps_;
   if (seconds <= 0 || prompt_rows > 0) return;  // prompt rows cost differently (no logits): not these lines
-  // A sample after a long stretch without (choose() asks for one) replaces the old ones: they were taken at
-  // another speed of the machine and would outvote it in the median.
-  StepCostModel& model = verify_rows > 0 ? verify_ : plain_;
-  std::vector<int64_t>& at = verify_rows > 0 ? verify_at_ : plain_at_;
-  const int64_t size = rows + verify_rows;
-  if (age_of(at, size, trunk_steps_) > kRefreshSteps)
-    model.restart(size, seconds);
+  if (verify_rows > 0) {
+    // The sample of a draft length choose() ran to re-measure it replaces that size's stale samples; other
+    // verify samples join their size's median (a size coming back after a while pays one-time costs again).
+    const int64_t size = rows + verify_rows;
+    mark(verify_at_, size, trunk_steps_);
+    if (size == exploring_)
+      verify_.restart(size, seconds);
+    else
+      verify_.observe(size, seconds);
+    exploring_ = 0;
+    return;
+  }
+  // A plain sample after a long stretch without (choose() asks for one) replaces the old ones: they were
+  // taken at another speed of the machine and would outvote it in the median.
+  if (plain_age(rows) > kRefreshSteps)
+    plain_.restart(rows, seconds);
   else
-    model.observe(size, seconds);
-  mark(at, size, trunk_steps_);
+    plain_.observe(rows, seconds);
+  mark(plain_at_, rows, trunk_steps_);
 }
 
 int64_t DraftPolicy::plain_age(int64_t rows) const {
@@ -222,22 +237,31 @@ int64_t DraftPolicy::verify_age(int64_t rows) const {
   return age_of(verify_at_, rows, trunk_steps_);
 }
 
+int64_t DraftPolicy::explore_age(int64_t rows) const {
+  return age_of(explored_at_, rows, trunk_steps_);
+}
+
 double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
   double trunk = trunk_line(verify_rows > 0, static_cast<double>(rows + verify_rows));
-  // A verify size measured once or twice is priced no higher than as many plain rows: its first samples pay
-  // one-time costs, and priced by them it would never run again to correct them (measured: at c2 after c1, a
-  // first 4-row verify at 47 ms against a steady 27 stopped drafting for good, the line through it and the
-  // 2-row size pricing it). Its next samples then price it by their median.
-  if (verify_rows > 0 && verify_.measured(rows + verify_rows) && !verify_.trusted(rows + verify_rows))
-    trunk = std::min(trunk, trunk_line(false, static_cast<double>(rows + verify_rows)));
+  // A verify size measured once or twice, the last time in one of the last kWarmupSteps steps, is priced no
+  // higher than as many plain rows: its first samples pay one-time costs, and priced by them it would not run
+  // again to correct them (measured: at c2 after c1, a first 4-row verify at 47 ms against a steady 27
+  // stopped drafting for the whole level, the line through it and the 2-row size pricing it). So drafting
+  // that has just started goes on until a median of the size's own samples prices it. Not a size last seen
+  // long ago (at another concurrency, say): that would start drafting, and pay the slots' backlogs, on a
+  // guess.
+  const int64_t size = rows + verify_rows;
+  if (verify_rows > 0 && verify_.measured(size) && !verify_.trusted(size) && verify_age(size) <= kWarmupSteps)
+    trunk = std::min(trunk, trunk_line(false, static_cast<double>(size)));
   // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
   // noisy data could say so at some sizes; drafting must not look free).
   return verify_rows > 0 ? std::max(trunk, trunk_line(false, static_cast<double>(rows))) : trunk;
 }
 
-std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) const {
+std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) {
   const size_t n = slots.size();
   std::vector<int32_t> k(n, 0);
+  exploring_ = 0;
   if (opt_.max_drafting_slots >= 0 && static_cast<int64_t>(n) > opt_.max_drafting_slots) return k;
   if (opt_.kind == PolicyKind::kFixed) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
@@ -344,23 +368,6 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     best = g;
   }
   if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
-  // While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch
-  // would never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at
-  // k = 2, 15% below drafting 3). A uniform length whose price is stale and whose promise is within
-  // kExploreMargin of the plan's runs once; its sample replaces the stale ones. Only while drafting: from
-  // plain decoding a step's drafts would first run every slot's backlog through the MTP block.
-  const int64_t plan_rows = verify_rows_of(k);
-  if (prompt_rows == 0 && plan_rows > static_cast<int64_t>(n))
-    for (int32_t len = 1; len <= max_cap; ++len) {
-      const std::vector<int32_t> u = uniform(len);
-      const int64_t rows = verify_rows_of(u);
-      const int64_t age = verify_age(rows);
-      if (rows != plan_rows && age > kRefreshSteps && age != INT64_MAX &&
-          goodput(u) >= best * (1 - kExploreMargin)) {
-        k = u;
-        break;
-      }
-    }
   // Before drafting at a batch size, its plain step is measured until its own average prices it (plain
   // steps cost nothing against MTP off; a line-priced plain step can be off by tens of percent).
   if (prompt_rows == 0 && n > 1 && !plain_.trusted(static_cast<int64_t>(n))) std::fill(k.begin(), k.end(), 0);
@@ -370,6 +377,29 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   // at a cost of about 1/kRefreshSteps of drafting's gain where drafting pays.
   if (prompt_rows == 0 && plain_age(static_cast<int64_t>(n)) > kRefreshSteps)
     std::fill(k.begin(), k.end(), 0);
+  // While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch
+  // would never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at
+  // k = 2, 15% below drafting 3). So a uniform length over the slots the plan drafts, whose verify size was
+  // measured before, is run once every kRefreshSteps trunk steps when it promises within kExploreMargin of
+  // the plan and no less than plain decoding; its sample replaces the size's stale ones. The attempt is what
+  // counts (a step may run fewer drafts: p_min, the cache). Only the drafting slots: a slot the plan keeps
+  // idle would first run its backlog through the MTP block.
+  const int64_t plan_rows = verify_rows_of(k);
+  if (prompt_rows == 0 && plan_rows > static_cast<int64_t>(n))
+    for (int32_t len = 1; len <= max_cap; ++len) {
+      std::vector<int32_t> u(n, 0);
+      for (size_t r = 0; r < n; ++r) u[r] = k[r] > 0 ? std::min(len, slots[r].n_max) : 0;
+      const int64_t rows = verify_rows_of(u);
+      if (rows == plan_rows || !verify_.measured(rows) || verify_age(rows) <= kRefreshSteps ||
+          explore_age(rows) <= kRefreshSteps)
+        continue;
+      const double g = goodput(u);
+      if (g < best * (1 - kExploreMargin) || g < plain) continue;
+      k = u;
+      exploring_ = rows;
+      mark(explored_at_, rows, trunk_steps_);
+      break;
+    }
   return k;
 }
 

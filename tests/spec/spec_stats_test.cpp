@@ -350,20 +350,27 @@ TEST(DraftPolicy, AutoDoesNotStopDraftingOnOneSlowFirstVerifyStep) {
   }
 }
 
-// A verify size new to the engine pays one-time costs in its first step. Measured at c2 after c1: the first
-// 4-row verify took 47 ms against a steady 27, and priced by it (the line through it and the trusted 2-row
-// size) drafting never ran again. A size measured once or twice is priced no higher than as many plain rows,
-// so it runs until a median of its own samples prices it.
-TEST(DraftPolicy, AutoRemeasuresAVerifySizeAfterOneSlowFirstStep) {
+// An auto policy that measured plain steps of 1 and 2 slots and one slot drafting one token, each three
+// times, and cheap draft passes (c1 and the start of c2).
+DraftPolicy policy_after_c1_and_c2() {
   PolicyOptions o;
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
   for (int rep = 0; rep < 3; ++rep) {
     p.observe_trunk(1, 0, 0, 0.020);
     p.observe_trunk(2, 0, 0, 0.021);
-    p.observe_trunk(1, 1, 0, 0.024);  // c1 drafting one token: trusted
+    p.observe_trunk(1, 1, 0, 0.024);
   }
   for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.002);
+  return p;
+}
+
+// A verify size new to the engine pays one-time costs in its first step. Measured at c2 after c1: the first
+// 4-row verify took 47 ms against a steady 27, and priced by it (the line through it and the trusted 2-row
+// size) drafting never ran again. A size measured once or twice is priced no higher than as many plain rows,
+// so it runs until a median of its own samples prices it.
+TEST(DraftPolicy, AutoRemeasuresAVerifySizeAfterOneSlowFirstStep) {
+  DraftPolicy p = policy_after_c1_and_c2();
   p.observe_trunk(2, 2, 0, 0.047);  // c2's first verify step
   const AcceptanceTracker a = tracker_at(0.85);
   const std::vector<SlotDemand> two(2, SlotDemand{1, &a});
@@ -372,39 +379,53 @@ TEST(DraftPolicy, AutoRemeasuresAVerifySizeAfterOneSlowFirstStep) {
     p.observe_trunk(2, 2, 0, 0.027);
   }
   // A size whose own samples keep saying it is dear stays dear.
-  DraftPolicy q(o);
-  for (int rep = 0; rep < 3; ++rep) {
-    q.observe_trunk(1, 0, 0, 0.020);
-    q.observe_trunk(2, 0, 0, 0.021);
-    q.observe_trunk(1, 1, 0, 0.024);
-  }
-  for (int64_t r = 1; r <= 16; ++r) q.observe_draft(r, 0.002);
+  DraftPolicy q = policy_after_c1_and_c2();
   int drafted = 0;
-  for (int step = 0; step < 20; ++step) {
+  for (int step = 0; step < 100; ++step) {
     const std::vector<int32_t> k = q.choose(two);
-    if (k[0] + k[1] == 0) continue;
-    ++drafted;
-    q.observe_trunk(2, k[0] + k[1], 0, 0.047);
+    drafted += k[0] + k[1] > 0;
+    q.observe_trunk(2, k[0] + k[1], 0, k[0] + k[1] > 0 ? 0.047 : 0.021);
   }
-  EXPECT_LE(drafted, 3);
+  EXPECT_LE(drafted, 3);  // until its third sample makes the size trusted
+}
+
+// That warm-up price is for drafting that has just started. A verify size measured once long ago (two slots
+// drafting 3 at c2, 8 rows) does not get it at c4 (four slots drafting 1, also 8 rows): there it would start
+// drafting on a guess, and each slot would first run its backlog through the MTP block.
+TEST(DraftPolicy, AutoDoesNotStartDraftingOnAnOldSingleSample) {
+  DraftPolicy p = policy_after_c1_and_c2();
+  p.observe_trunk(2, 6, 0, 0.070);
+  for (int step = 0; step < 40; ++step) p.observe_trunk(4, 0, 0, 0.030);
+  const AcceptanceTracker a = tracker_at(0.85);
+  EXPECT_EQ(p.choose(std::vector<SlotDemand>(4, SlotDemand{1, &a, 32})), std::vector<int32_t>(4, 0));
 }
 
 // While one slot drafts k tokens, the verify sizes of the other lengths go unmeasured. One priced in a slow
 // stretch would never run again (measured at c1: drafting 3 priced at 42 ms against a steady 35 kept a slot
 // at 2, 15% slower): a stale length whose promise is close to the plan's runs once, and its sample replaces
 // the stale ones.
-TEST(DraftPolicy, AutoRemeasuresAStaleDraftLength) {
+// One slot's steady verify step of k drafts, and a policy that measured k = 1, 2 at that price and k = 3 in a
+// slow stretch (0.040 against a steady 0.034).
+double one_slot_verify_cost(int32_t k) {
+  return 0.022 + 0.004 * k;
+}
+DraftPolicy policy_with_a_slow_length() {
   PolicyOptions o;
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
-  auto verify_cost = [](int32_t k) { return 0.022 + 0.004 * k; };
   for (int rep = 0; rep < 3; ++rep) {
     p.observe_trunk(1, 0, 0, 0.020);
-    p.observe_trunk(1, 1, 0, verify_cost(1));
-    p.observe_trunk(1, 2, 0, verify_cost(2));
-    p.observe_trunk(1, 3, 0, 0.040);  // measured in a slow stretch (the steady price is 0.034)
+    p.observe_trunk(1, 1, 0, one_slot_verify_cost(1));
+    p.observe_trunk(1, 2, 0, one_slot_verify_cost(2));
+    p.observe_trunk(1, 3, 0, 0.040);
   }
   for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.002);
+  return p;
+}
+
+TEST(DraftPolicy, AutoRemeasuresAStaleDraftLength) {
+  DraftPolicy p = policy_with_a_slow_length();
+  const auto verify_cost = one_slot_verify_cost;
   const AcceptanceTracker a = tracker_at(0.85);
   const std::vector<SlotDemand> one{{3, &a}};
   ASSERT_EQ(p.choose(one)[0], 2);  // priced by the slow samples, drafting 3 looks 8% worse than 2
@@ -418,6 +439,50 @@ TEST(DraftPolicy, AutoRemeasuresAStaleDraftLength) {
   ASSERT_NE(first3, chosen.end());
   EXPECT_LE(first3 - chosen.begin(), 36);                         // within kRefreshSteps and a few
   EXPECT_GE(std::count(chosen.end() - 50, chosen.end(), 3), 45);  // then it stays (a few re-measuring steps)
+}
+
+// The re-measuring step may run fewer drafts than it asked for (p_min, a full cache); the attempt counts, so
+// a stale length is tried once per kRefreshSteps, not every step.
+TEST(DraftPolicy, AutoRetriesAStaleDraftLengthOncePerRefresh) {
+  DraftPolicy p = policy_with_a_slow_length();
+  const auto verify_cost = one_slot_verify_cost;
+  const AcceptanceTracker a = tracker_at(0.85);
+  const std::vector<SlotDemand> one{{3, &a}};
+  int tried3 = 0;
+  for (int step = 0; step < 100; ++step) {
+    const int32_t k = p.choose(one)[0];
+    tried3 += k == 3;
+    const int32_t ran = std::min(k, 2);  // the drafter stops after 2 (say, p_min)
+    p.observe_trunk(1, ran, 0, ran > 0 ? verify_cost(ran) : 0.020);
+  }
+  EXPECT_GE(tried3, 1);
+  EXPECT_LE(tried3, 4);
+}
+
+// Re-measuring runs only the slots the plan drafts: a slot kept idle (its drafts are rejected) would first
+// run its whole backlog through the MTP block.
+TEST(DraftPolicy, AutoRemeasuresOnlyTheDraftingSlots) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  auto verify_cost = [](int64_t extra) { return 0.024 + 0.004 * static_cast<double>(extra); };
+  for (int rep = 0; rep < 3; ++rep) {
+    p.observe_trunk(1, 0, 0, 0.020);
+    p.observe_trunk(2, 0, 0, 0.022);
+    for (int64_t extra : {1, 2, 4, 5, 6}) p.observe_trunk(2, extra, 0, verify_cost(extra));
+    p.observe_trunk(2, 3, 0, 0.040);  // the good slot drafting 3, priced in a slow stretch (steady: 0.036)
+  }
+  for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.002);
+  const AcceptanceTracker good = tracker_at(0.85), bad = tracker_at(0.05);
+  const std::vector<SlotDemand> slots{{3, &good, 0}, {3, &bad, 64}};
+  int tried3 = 0;
+  for (int step = 0; step < 100; ++step) {
+    const std::vector<int32_t> k = p.choose(slots);
+    ASSERT_EQ(k[1], 0) << step;
+    tried3 += k[0] == 3;
+    p.observe_trunk(2, k[0], 0, k[0] > 0 ? verify_cost(k[0]) : 0.022);
+  }
+  EXPECT_GE(tried3, 1);  // the good slot's stale length was re-measured (and then kept: it is cheap)
 }
 
 // While the policy drafts at a batch size it never measures that size's plain step, and the machine's speed

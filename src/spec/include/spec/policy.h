@@ -94,7 +94,8 @@ class DraftPolicy {
   // Draft length per generating slot (one entry of `slots` each; every generating slot has one decode row).
   // `prompt_rows` = prompt-chunk rows the step's trunk batch has as well: they cost the same whatever is
   // drafted, so they do not enter the comparison, but a plain step with them does not measure plain decoding.
-  std::vector<int32_t> choose(std::span<const SlotDemand> slots, int64_t prompt_rows = 0) const;
+  // Not const: it records a draft length it runs to re-measure (see policy.cpp).
+  std::vector<int32_t> choose(std::span<const SlotDemand> slots, int64_t prompt_rows = 0);
 
   // Timing feedback from the engine: a trunk forward of `rows` decode rows (one per generating slot),
   // `verify_rows` draft rows being verified and `prompt_rows` prompt rows; one MTP draft pass of `rows`
@@ -108,7 +109,8 @@ class DraftPolicy {
   void idle_step() { acceptance_.idle_step(AcceptanceTracker{}); }
   const AcceptanceTracker& acceptance() const { return acceptance_; }
 
-  // Predicted seconds of a trunk forward of decode rows and verify rows (no prompt rows).
+  // Predicted seconds of a trunk forward of decode rows and verify rows (no prompt rows); for a verify size
+  // just measured for the first or second time, deliberately no more than as many plain rows (policy.cpp).
   double predict_trunk(int64_t rows, int64_t verify_rows = 0) const;
   const StepCostModel& draft_cost() const { return draft_; }
   const PolicyOptions& options() const { return opt_; }
@@ -124,11 +126,14 @@ class DraftPolicy {
   // measured; huge if never.
   int64_t plain_age(int64_t rows) const;
   int64_t verify_age(int64_t rows) const;
+  int64_t explore_age(int64_t rows) const;  // since choose() last ran a verify size to re-measure it
 
   StepCostModel plain_, verify_;    // trunk steps without prompt rows: decode rows only, or with verify rows
   int64_t trunk_steps_ = 0;         // trunk steps observed
   std::vector<int64_t> plain_at_;   // index: rows; trunk_steps_ after that size's last plain sample
   std::vector<int64_t> verify_at_;  // likewise for verify steps, indexed by all their rows
+  std::vector<int64_t> explored_at_;  // likewise for the verify sizes choose() ran to re-measure them
+  int64_t exploring_ = 0;             // the verify size the last choose() ran to re-measure; 0 none
   StepCostModel draft_;
   AcceptanceTracker acceptance_;  // every slot's rounds
 };
