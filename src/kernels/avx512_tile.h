@@ -32,9 +32,9 @@ MTP_TARGET_AVX512 inline __m512i dpbusd_bcst(__m512i acc, __m512i u8, const uint
 // are exact, so the grouping changes no bit.
 //
 // With kBroadcastOperand (unsigned weights only) the activation bytes are vpdpbusd's memory operand. On Zen
-// 4, alternating the two forms in one process over packed IQ4_XS, 2-5 activation rows took 10-22% less time
-// from L2 (one thread) and 0-22% less from DRAM (two threads; 4 rows 7%); whole 4-row passes of the 35B-A3B
-// widths 1-5% less. The 1-row product is memory-bound and keeps the separate broadcast.
+// 4, alternating the two forms pass by pass over whole forward passes of the 35B-A3B widths (t=2): 4 rows
+// 1-5% less time, 5 rows 2-6%, 8 rows 2-3%, 1-2 rows within noise. The 1-row product is memory-bound and
+// keeps the separate broadcast.
 template <bool kUnsignedWeights = false, bool kBroadcastOperand = false>
 MTP_TARGET_AVX512 inline __m512i dot32_lanes(__m512i init, const void* xs, const __m512i* wv) {
   const auto* xb = static_cast<const uint8_t*>(xs);

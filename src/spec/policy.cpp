@@ -333,13 +333,9 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   int32_t max_cap = 0;
   for (const SlotDemand& d : slots) max_cap = std::max(max_cap, d.n_max);
   double best = plain;
-  auto uniform = [&](int32_t len) {
+  for (int32_t len = 1; len <= max_cap; ++len) {
     std::vector<int32_t> u(n);
     for (size_t r = 0; r < n; ++r) u[r] = slots[r].acceptance ? std::min(len, slots[r].n_max) : 0;
-    return u;
-  };
-  for (int32_t len = 1; len <= max_cap; ++len) {
-    const std::vector<int32_t> u = uniform(len);
     const double g = goodput(u);
     if (g > best) {
       best = g;
