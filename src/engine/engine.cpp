@@ -5,37 +5,16 @@
 #include <numeric>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "base/timer.h"
+#include "engine_impl.h"
 #include "model/batch.h"
 #include "model/forward.h"
 #include "spec/draft_vocab.h"
 #include "spec/mtp_drafter.h"
 
 namespace mtp {
-namespace {
 
-enum class SlotState { kFree, kPrompt, kGenerate };
-
-struct Slot {
-  SlotState state = SlotState::kFree;
-  uint64_t id = 0;
-  int32_t seq = -1;
-  std::vector<int32_t> prompt;
-  int64_t prompt_done = 0;  // prompt tokens already in the trunk
-  RequestOptions opt;
-  spec::DraftParams draft;  // effective; n_max == 0: never drafts
-  Sampler sampler{SamplerOptions{}};
-  int32_t last = 0;  // the last sampled token; at position seq_pos, not yet in the trunk
-  Timer since_submit;
-  Timer since_first;
-  RequestTimings timings;
-  spec::AcceptanceTracker acceptance;
-  // This step:
-  std::vector<int32_t> drafted;
-  int64_t row0 = 0, n_rows = 0;
-};
-
-// log-softmax of `logits` at `id` and, when asked, the n most likely ids (ties by lower id).
 GeneratedToken make_token(int32_t id, std::span<const float> logits, bool want_logprobs, int32_t n_probs) {
   GeneratedToken t;
   t.id = id;
@@ -59,8 +38,6 @@ GeneratedToken make_token(int32_t id, std::span<const float> logits, bool want_l
   }
   return t;
 }
-
-}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -96,83 +73,6 @@ std::vector<int32_t> default_end_tokens(const Vocab& vocab) {
   return out;
 }
 
-struct Engine::Impl {
-  const Model& model;
-  EngineOptions opt;
-  ThreadPool& pool;
-  Memory memory;
-  std::optional<spec::DraftVocab> draft_vocab;
-  std::unique_ptr<spec::Drafter> drafter;
-  spec::DraftPolicy policy;
-  int32_t max_draft = 0;
-  int64_t n_sample = 0;
-  std::vector<Slot> slots;
-  uint64_t next_id = 1;
-  std::vector<SlotEvent> cancelled;  // finish events of cancel() calls, reported by the next step
-  EngineTotals totals;
-  Batch batch;
-  Outputs out;
-
-  Impl(const Model& m, const EngineOptions& o, ThreadPool& p, Memory mem)
-      : model(m), opt(o), pool(p), memory(std::move(mem)), policy(o.policy) {}
-
-  bool is_end(int32_t id, const Slot& s) const {
-    if (s.opt.ignore_eos) return false;
-    return std::find(opt.end_tokens.begin(), opt.end_tokens.end(), id) != opt.end_tokens.end();
-  }
-
-  SlotEvent finish(Slot& s, FinishReason reason, std::string error = {}) {
-    SlotEvent e;
-    e.request_id = s.id;
-    e.slot = static_cast<int32_t>(&s - slots.data());
-    e.finish = reason;
-    e.error = std::move(error);
-    if (s.timings.n_generated > 0) s.timings.gen_ms = s.since_first.millis();
-    if (s.state == SlotState::kPrompt) s.timings.prompt_ms = s.since_submit.millis();
-    e.timings = s.timings;
-    totals.spec.merge(s.timings.spec);
-    memory.seq_free(s.seq);
-    s = Slot{};
-    return e;
-  }
-
-  // Emits `id` sampled from `logits`; returns false when the request ended (then `ev` carries the finish).
-  bool emit(Slot& s, int32_t id, std::span<const float> logits, SlotEvent& ev) {
-    if (s.timings.n_generated == 0) {
-      s.timings.prompt_ms = s.since_submit.millis();
-      s.since_first.reset();
-    }
-    if (is_end(id, s)) {
-      ev.finish = FinishReason::kStop;
-      return false;
-    }
-    ev.tokens.push_back(make_token(id, logits, s.opt.logprobs, s.opt.n_probs));
-    ++s.timings.n_generated;
-    ++totals.generated_tokens;
-    if (s.opt.max_tokens >= 0 && s.timings.n_generated >= s.opt.max_tokens) {
-      ev.finish = FinishReason::kLength;
-      return false;
-    }
-    return true;
-  }
-
-  // After a slot's tokens of this step: when the request ended (or its next token's position `next_pos`
-  // would not fit the context), reports the tokens with the finish and frees the slot; returns whether it
-  // did.
-  bool report(Slot& s, SlotEvent& ev, bool alive, int64_t next_pos, std::vector<SlotEvent>& events) {
-    if (alive && next_pos >= opt.n_ctx)
-      ev.finish = FinishReason::kLength;
-    else if (alive)
-      return false;
-    SlotEvent fin = finish(s, ev.finish);
-    fin.tokens = std::move(ev.tokens);
-    events.push_back(std::move(fin));
-    return true;
-  }
-
-  Status run_step(std::vector<SlotEvent>& events, StepInfo& info);
-};
-
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -182,6 +82,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
   if (options.n_slots <= 0) return invalid_argument("-np must be > 0, got ", options.n_slots);
   if (options.n_ctx <= 0) return invalid_argument("-c must be > 0, got ", options.n_ctx);
   if (options.n_batch <= 0) return invalid_argument("-b must be > 0, got ", options.n_batch);
+  if (options.kv_block_size <= 0)
+    return invalid_argument("the KV block size must be > 0, got ", options.kv_block_size);
+  if (options.cache.checkpoint_every < 0)
+    return invalid_argument("the checkpoint interval must be >= 0, got ", options.cache.checkpoint_every);
   if (options.n_sample < 0 || options.n_sample > c.n_vocab)
     return invalid_argument("n_sample ", options.n_sample, " is outside [0, ", c.n_vocab, "]");
   const spec::DraftParams& d = options.draft;
@@ -203,9 +107,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
   mo.max_bytes = options.max_memory_bytes;
   mo.cache_type_k = options.cache_type_k;
   mo.cache_type_v = options.cache_type_v;
+  mo.block_size = options.kv_block_size;
+  mo.extra_kv_bytes = options.cache.ram_bytes;
   MTP_ASSIGN_OR_RETURN(Memory memory, Memory::create(c, mo));
 
   auto impl = std::make_unique<Impl>(model, options, pool, std::move(memory));
+  if (options.cache.ram_bytes > 0) impl->cache = std::make_unique<PrefixCache>(impl->memory, options.cache);
   impl->n_sample = options.n_sample > 0 ? options.n_sample : c.n_vocab;
   impl->slots.resize(static_cast<size_t>(options.n_slots));
   if (spec) {
@@ -279,6 +186,11 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   s.acceptance = m.policy.acceptance();  // what recent requests saw, until this one has rounds of its own
   s.timings.n_prompt = static_cast<int64_t>(s.prompt.size());
   if (m.drafter) m.drafter->begin(seq, draft.n_max > 0);
+  s.caching = m.cache != nullptr && options.cache_prompt;
+  if (s.caching) {
+    m.restore_prefix(s);
+    m.plan_checkpoints(s);
+  }
   return s.id;
 }
 
@@ -305,6 +217,13 @@ Status Engine::step(std::vector<SlotEvent>& events, StepInfo* info) {
 }
 
 Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
+  // 0. Prompts the prefix cache restored whole: their first token from the checkpoint's hidden.
+  for (Slot& s : slots) {
+    if (s.state != SlotState::kPrompt || s.prompt_done != static_cast<int64_t>(s.prompt.size())) continue;
+    MTP_RETURN_IF_ERROR(forward_logits(model, s.last_hidden, memory, head_out, pool));
+    start_generating(s, head_out.logits_of(0).first(static_cast<size_t>(n_sample)), events);
+  }
+
   // 1. Draft lengths for the generating slots, then the drafts.
   std::vector<Slot*> gen;
   int64_t prompt_left = 0;
@@ -385,7 +304,9 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     s.n_rows = 0;
     const int64_t room = budget - batch.size();
     if (room <= 0) continue;
-    const int64_t n = std::min(room, static_cast<int64_t>(s.prompt.size()) - s.prompt_done);
+    int64_t n = std::min(room, static_cast<int64_t>(s.prompt.size()) - s.prompt_done);
+    if (!s.plan.empty()) n = std::min(n, s.plan.front().first - s.prompt_done);  // a chunk ends at each
+    MTP_CHECK(n > 0, "prompt chunk of ", n, " rows");
     if (!memory.ensure_positions(s.seq, s.prompt_done + n)) {
       // The shared pool is full: wait for other slots to finish, unless nothing else runs.
       continue;
@@ -450,12 +371,21 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       info.drafted += n_draft;
       info.accepted += accepted;
     }
-    if (report(s, ev, alive, pos0 + accepted + 1, events)) continue;
-    // Keep rows 0..accepted: [last, d1..d_accepted]; the last sampled token y is the new `last`.
+    // Keep rows 0..accepted: [last, d1..d_accepted]; the last sampled token y is the new `last`. A request
+    // that ends here keeps them too: its committed state may go into the prefix cache.
+    const int64_t next_pos = pos0 + accepted + 1;
+    const bool ending = !alive || next_pos >= opt.n_ctx;
     MTP_RETURN_IF_ERROR(memory.rollback(s.seq, accepted + 1));
-    std::vector<int32_t> kept{s.last};
-    kept.insert(kept.end(), s.drafted.begin(), s.drafted.begin() + accepted);
-    if (drafter) MTP_RETURN_IF_ERROR(drafter->observe(s.seq, pos0, kept, hidden_rows(s.row0, accepted + 1)));
+    if (s.caching) {
+      const auto h = hidden_rows(s.row0 + accepted, 1);
+      s.last_hidden.assign(h.begin(), h.end());
+    }
+    if (drafter && (!ending || s.caching)) {
+      std::vector<int32_t> kept{s.last};
+      kept.insert(kept.end(), s.drafted.begin(), s.drafted.begin() + accepted);
+      MTP_RETURN_IF_ERROR(drafter->observe(s.seq, pos0, kept, hidden_rows(s.row0, accepted + 1)));
+    }
+    if (report(s, ev, alive, next_pos, events)) continue;
     s.last = y;
     events.push_back(std::move(ev));
   }
@@ -469,24 +399,16 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
                                            hidden_rows(s.row0, s.n_rows)));
     s.prompt_done += s.n_rows;
     totals.prompt_tokens += static_cast<uint64_t>(s.n_rows);
-    if (s.prompt_done < static_cast<int64_t>(s.prompt.size())) continue;
-    // The prompt is in: sample the first token.
-    SlotEvent ev;
-    ev.request_id = s.id;
-    ev.slot = static_cast<int32_t>(&s - slots.data());
-    const std::span<const float> logits =
-        out.logits_of(s.row0 + s.n_rows - 1).first(static_cast<size_t>(n_sample));
-    s.state = SlotState::kGenerate;
-    bool alive = s.opt.max_tokens != 0;
-    if (alive) {
-      s.last = s.sampler.sample(logits);
-      alive = emit(s, s.last, logits, ev);
-    } else {
-      s.timings.prompt_ms = s.since_submit.millis();
-      ev.finish = FinishReason::kLength;
+    if (s.caching) {
+      const auto h = hidden_rows(s.row0 + s.n_rows - 1, 1);
+      s.last_hidden.assign(h.begin(), h.end());
+      if (!s.plan.empty() && s.plan.front().first == s.prompt_done) {
+        take_checkpoint(s, s.plan.front().second);
+        s.plan.erase(s.plan.begin());
+      }
     }
-    if (report(s, ev, alive, memory.seq_pos(s.seq), events)) continue;
-    events.push_back(std::move(ev));
+    if (s.prompt_done < static_cast<int64_t>(s.prompt.size())) continue;
+    start_generating(s, out.logits_of(s.row0 + s.n_rows - 1).first(static_cast<size_t>(n_sample)), events);
   }
   return Status::Ok();
 }
@@ -517,6 +439,9 @@ const spec::DraftPolicy& Engine::policy() const {
 }
 int32_t Engine::max_draft() const {
   return impl_->max_draft;
+}
+const PrefixCache* Engine::prefix_cache() const {
+  return impl_->cache.get();
 }
 const Memory& Engine::memory() const {
   return impl_->memory;

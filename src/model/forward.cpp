@@ -615,7 +615,8 @@ Status begin_pass(const Model& model, const Batch& batch, Memory& mem, bool mtp)
   for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
     const SeqGroup& sg = ws.groups[gr];
     const int64_t end = batch.rows[sg.rows.back()].pos + 1;
-    if (!mem.ensure_positions(sg.seq, end)) {
+    // Rows are written from the first one's position on: blocks shared with the prefix cache are copied.
+    if (!mem.ensure_positions(sg.seq, end) || !mem.begin_writes(sg.seq, batch.rows[sg.rows[0]].pos)) {
       return Status(StatusCode::kResourceExhausted,
                     str_cat("sequence ", sg.seq, ": no room for position ", end - 1, " (context ",
                             mem.options().n_ctx, ", ", mem.free_blocks(), " free KV blocks)"));
@@ -710,6 +711,29 @@ Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out
     q.n_past += m;
   }
   finish(p, w.output_norm, w.output, out);
+  return Status::Ok();
+}
+
+Status forward_logits(const Model& model, std::span<const float> hidden, Memory& mem, Outputs& out,
+                      ThreadPool& pool) {
+  const Qwen35MoeConfig& c = model.config();
+  const int64_t ne = c.n_embd, nv = c.n_vocab;
+  if (hidden.empty() || static_cast<int64_t>(hidden.size()) % ne != 0)
+    return invalid_argument("forward_logits: ", hidden.size(), " values are not rows of ", ne);
+  const int64_t n = static_cast<int64_t>(hidden.size()) / ne;
+  Workspace& ws = mem.workspace();
+  Workspace::grow(ws.a, n * ne);
+  std::copy(hidden.begin(), hidden.end(), ws.a.begin());
+  out.n_embd = ne;
+  out.n_vocab = nv;
+  out.hidden.assign(hidden.begin(), hidden.end());
+  out.logits_index.resize(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) out.logits_index[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+  out.logits.resize(static_cast<size_t>(n * nv));
+  const Batch none;
+  Pass p{c, model.params(), mem, ws, pool, none, n, false};
+  ws.acts0.set(ws.a.data(), n, ne, ne);
+  project(p, ws.acts0, model.weights().output, out.logits.data(), nv);
   return Status::Ok();
 }
 

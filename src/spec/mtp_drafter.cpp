@@ -61,6 +61,24 @@ void MtpDrafter::begin(int32_t seq, bool track) {
   s.track = track;
 }
 
+void MtpDrafter::resume(int32_t seq, int64_t pos, std::span<const float> hidden) {
+  SeqState& s = seqs_.at(static_cast<size_t>(seq));
+  if (!s.track) return;
+  MTP_CHECK(static_cast<int64_t>(hidden.size()) == model_.config().n_embd, "resume needs one hidden row");
+  s.tokens.clear();
+  s.h_prev.clear();
+  s.last_h.assign(hidden.begin(), hidden.end());
+  s.next_pos = pos;
+  s.seed_pos = -1;
+}
+
+Expected<int64_t> MtpDrafter::settle(int32_t seq) {
+  const SeqState& s = seqs_.at(static_cast<size_t>(seq));
+  if (!s.track) return int64_t{0};
+  MTP_RETURN_IF_ERROR(sync(seq));
+  return s.next_pos;
+}
+
 Status MtpDrafter::observe(int32_t seq, int64_t pos0, std::span<const int32_t> tokens,
                            std::span<const float> hidden) {
   SeqState& s = seqs_.at(static_cast<size_t>(seq));

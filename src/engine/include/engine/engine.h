@@ -11,6 +11,11 @@
 //      sampled token equals it, so every emitted token is drawn from the target distribution exactly as
 //      without drafting; with the same seed the output is the same bytes), rolls back the rejected rows
 //      (Memory::rollback), tells the drafter the kept rows, and reports the new tokens.
+//
+// With a prefix cache (EngineOptions::cache), a request starts from the deepest checkpoint of its prompt's
+// longest cached prefix (restored at submit), its prompt chunks end at the positions it checkpoints, and
+// when it ends its committed state (KV blocks, the recurrent state, the MTP rows) goes into the cache.
+// Outputs are bitwise the same with and without the cache: every row is computed as it would be cold.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +27,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "model/memory.h"
 #include "model/model.h"
@@ -40,6 +46,8 @@ struct EngineOptions {
   uint64_t max_memory_bytes = 0;          // MemoryOptions::max_bytes
   GgmlType cache_type_k = GgmlType::F32;  // KV cache row formats: F32, F16 or Q8_0 (`--cache-type-k/-v`)
   GgmlType cache_type_v = GgmlType::F32;
+  int64_t kv_block_size = 256;  // positions per KV block: also the prefix cache's node size
+  PrefixCacheOptions cache;     // cache.ram_bytes == 0: no prefix cache
   SpecType spec = SpecType::kNone;
   spec::DraftParams draft;     // default per request (`--draft-max/--draft-min/--draft-p-min`)
   spec::PolicyOptions policy;  // throttle / auto
@@ -63,6 +71,13 @@ struct RequestOptions {
   std::optional<spec::DraftParams> speculative;
   int32_t n_probs = 0;  // report this many top log-probabilities per token (0: only the token's own)
   bool logprobs = false;
+  // The prefix cache: reuse a cached prefix of the prompt and leave this request's state behind
+  // (`cache_prompt`).
+  bool cache_prompt = true;
+  std::string cache_namespace;  // `cache_salt`: requests of different namespaces never share cached state
+  // Prompt positions worth a checkpoint besides the engine's own (message starts: where agent traffic
+  // edits the history), ascending; positions outside (0, prompt size) are ignored.
+  std::vector<int64_t> checkpoints;
 };
 
 enum class FinishReason { kNone, kLength, kStop, kCancelled, kError };
@@ -79,7 +94,17 @@ struct GeneratedToken {
   std::vector<TokenLogprob> top;  // n_probs most likely, when asked
 };
 
+// What the prefix cache did for a request.
+struct CacheUse {
+  bool enabled = false;  // the engine has a cache and the request used it
+  int64_t cached = 0;    // prompt tokens restored, not computed (`cached_tokens`)
+  int64_t matched = 0;   // prompt tokens whose KV was cached: `cached` plus those behind the checkpoint
+  int64_t next_checkpoint = -1;  // when matched > cached: the cached checkpoint just past the match, if any
+  double restore_ms = 0;         // copying the checkpoint back
+};
+
 struct RequestTimings {
+  CacheUse cache;
   int64_t n_prompt = 0;
   int64_t n_generated = 0;
   double prompt_ms = 0;  // submit -> first token
@@ -142,6 +167,9 @@ class Engine {
   const spec::DraftPolicy& policy() const;
   // The largest draft a request may ask for (memory keeps this many GDN snapshots); 0 without speculation.
   int32_t max_draft() const;
+
+  // The prefix cache, or nullptr without one.
+  const PrefixCache* prefix_cache() const;
 
   // For tests and benches: the state, the drafter (nullptr without speculation), a request's sequence slot
   // in the memory (-1 when unknown or finished).

@@ -11,6 +11,8 @@
 // invariance).
 #pragma once
 
+#include <span>
+
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "model/batch.h"
@@ -23,6 +25,12 @@ namespace mtp {
 // that ask. Each sequence's rows must continue it: consecutive positions starting at memory.seq_pos(seq).
 // Fails, changing nothing, on a bad row or when the KV pool or the context is full.
 Status forward(const Model& model, const Batch& batch, Memory& memory, Outputs& out, ThreadPool& pool);
+
+// The trunk's LM head alone over post-norm hiddens (hidden.size() / n_embd rows, as out.hidden of forward()
+// gives them): out.logits of every row, bitwise what forward() computes for a row with that hidden (the
+// prefix cache keeps a checkpoint's last hidden instead of recomputing its row). out.hidden gets the input.
+Status forward_logits(const Model& model, std::span<const float> hidden, Memory& memory, Outputs& out,
+                      ThreadPool& pool);
 
 // The MTP head over `batch` (rows with h_prev, Batch::add_mtp): each row as reference mtp_draft_logits, its
 // KV row written at its position (llama.cpp's convention) after dropping the sequence's MTP rows at >= the

@@ -1,34 +1,40 @@
 // Per-sequence state of the engine (design.md section 3, qwen35moe.md sections 4.3 and 5), for many sequences
 // at once:
 //  * attention KV (post-norm, post-RoPE K and V) of every trunk full-attention layer and of the MTP block, in
-//  ONE
-//    pool of fixed-size blocks shared by all sequences. A block holds `block_size` consecutive positions of
-//    one sequence for every attention slot (trunk attention layers, then the MTP block), so a sequence's
-//    block table maps position p to block table[p / block_size] for all its layers, and one long sequence may
-//    use most of the pool while others stay short. Rows are stored as F32, F16 or Q8_0 (cache_type_k/v;
-//    Q8_0: 32-element blocks with an fp16 scale, as llama.cpp's q8_0 cache); attention reads them back as
-//    f32.
+//    ONE pool of fixed-size blocks shared by all sequences. A block holds `block_size` consecutive positions
+//    of one token history for every attention slot (trunk attention layers, then the MTP block), so a
+//    sequence's block table maps position p to block table[p / block_size] for all its layers, and one long
+//    sequence may use most of the pool while others stay short. Blocks are reference counted: the prefix
+//    cache (engine/prefix_cache.h) keeps finished sequences' blocks, and a sequence that starts from a cached
+//    prefix shares them (seq_attach); a shared block is copied before a sequence writes into it (copy on
+//    write, in begin_writes). Rows are stored as F32, F16 or Q8_0 (cache_type_k/v; Q8_0: 32-element blocks
+//    with an fp16 scale, as llama.cpp's q8_0 cache); attention reads them back as f32.
 //  * for every Gated DeltaNet layer the conv window ((d_conv-1) x conv_dim) and the SSM state (H_v x d x d),
 //    in K+1 "planes" per sequence (K = max draft length snapshots). Every row of a batch updates the live
 //    plane in place; for the snapshot rows (at most K trailing rows that ask for logits, never the first
 //    row: verify rows d1..dn, a prompt chunk's last row), the state after the row before each of them is
 //    also copied into a plane of its own as the delta rule writes it, so rollback(seq, keep) to any kept row
 //    only re-points the live plane: no copy at rollback. The state before a batch is not kept: a plain
-//    decode step is one in-place update, the cheapest there is.
+//    decode step is one in-place update, the cheapest there is. A plane is a GdnState (every GDN layer's
+//    state in one buffer), which is also the prefix cache's checkpoint format: save_state / restore_state
+//    copy the live plane, take_state moves it out.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
-#include <vector>
-
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "model/qwen35moe_config.h"
 #include "quant/types.h"
 
 namespace mtp {
+
+class ThreadPool;
 
 struct MemoryOptions {
   int64_t n_ctx = 4096;      // positions in the shared KV pool, all sequences together (`-c`)
@@ -38,6 +44,10 @@ struct MemoryOptions {
   bool mtp = true;           // keep KV for the MTP block (when the model has one)
   // Memory the state may take; 0 = 90% of physical memory. Exceeding it is a clear error at create().
   uint64_t max_bytes = 0;
+  // More KV blocks, this many bytes of them, for the prefix cache's own use (beyond the ones the n_ctx
+  // positions and n_seq partial blocks need). Not counted against max_bytes: the pool's pages are touched
+  // only when used, and the cache bounds what it keeps by its own budget.
+  uint64_t extra_kv_bytes = 0;
   // Storage of the attention KV rows (`--cache-type-k/-v`): F32 (exact), F16 or Q8_0.
   GgmlType cache_type_k = GgmlType::F32;
   GgmlType cache_type_v = GgmlType::F32;
@@ -47,6 +57,28 @@ struct MemoryOptions {
 Expected<GgmlType> kv_cache_type_from_name(std::string_view name);
 
 struct Workspace;  // the forward pass's scratch (forward.cpp)
+
+// The recurrent state of one sequence: for every GDN layer g, its conv window then its SSM state, at
+// g * (conv_floats + ssm_floats). An owning buffer, 2 MB aligned (huge pages where the kernel allows them);
+// movable, not copyable. Empty (data() == nullptr) when default-constructed or when allocation failed.
+class GdnState {
+ public:
+  GdnState() = default;
+  // Uninitialized; empty when the allocation fails.
+  static GdnState allocate(int64_t floats);
+  float* data() { return p_.get(); }
+  const float* data() const { return p_.get(); }
+  int64_t floats() const { return n_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(n_) * sizeof(float); }
+  bool empty() const { return p_ == nullptr; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, FreeDeleter> p_;
+  int64_t n_ = 0;
+};
 
 class Memory {
  public:
@@ -63,6 +95,12 @@ class Memory {
   void seq_free(int32_t seq);
   // Empty caches, zero recurrent state (keeps the slot).
   void seq_reset(int32_t seq);
+  // Starts an empty active sequence from a cached prefix: its block table becomes `blocks` (shared: their
+  // reference counts go up), covering trunk positions [0, n_past) and MTP rows [mtp_begin, mtp_end) (empty
+  // when equal). The recurrent state is not touched (restore_state sets it). kInvalidArgument when the
+  // sequence is not empty or the blocks do not cover the positions.
+  Status seq_attach(int32_t seq, std::span<const int32_t> blocks, int64_t n_past, int64_t mtp_begin,
+                    int64_t mtp_end);
   bool seq_active(int32_t seq) const;
   // Trunk positions processed: the next trunk row of this sequence must be at this position.
   int64_t seq_pos(int32_t seq) const;
@@ -78,6 +116,35 @@ class Memory {
   Status rollback(int32_t seq, int64_t keep_rows);
   // Drops the MTP KV rows at positions >= pos.
   void truncate_mtp(int32_t seq, int64_t pos);
+
+  // --- Recurrent state copies (prefix-cache checkpoints). `pool` (optional) spreads the copy over threads.
+  int64_t state_floats() const { return n_gdn_ * (conv_floats_ + ssm_floats_); }
+  uint64_t state_bytes() const { return static_cast<uint64_t>(state_floats()) * sizeof(float); }
+  // A new buffer of state_floats() (uninitialized); empty when the allocation fails.
+  GdnState new_state() const { return GdnState::allocate(state_floats()); }
+  // The live plane into `dst` (sized state_floats()).
+  void save_state(int32_t seq, GdnState& dst, ThreadPool* pool = nullptr) const;
+  // `src` into the live plane; the last batch can no longer be rolled back.
+  void restore_state(int32_t seq, const GdnState& src, ThreadPool* pool = nullptr);
+  // Moves the live plane out (no copy) and gives the sequence a fresh buffer in its place, whose contents are
+  // undefined until seq_reset/restore_state: for a sequence about to be freed. Empty when no buffer could be
+  // allocated (nothing changed then).
+  GdnState take_state(int32_t seq);
+
+  // --- KV blocks.
+  int64_t n_blocks() const { return static_cast<int64_t>(refs_.size()); }
+  uint64_t block_bytes() const;
+  int32_t block_refs(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
+  // Another holder of `block` (the prefix cache); release_block drops one, and the last one frees it.
+  void retain_block(int32_t block);
+  void release_block(int32_t block);
+  // Called when the pool has no free block; returns whether it freed any (the prefix cache evicts). Retried
+  // until a block is free or it returns false.
+  void set_reclaimer(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
+  // The sequence will write KV rows at positions >= `from` (trunk and MTP): every shared block it holds
+  // from there on is replaced by a private copy (the rows before `from` copied). False, with nothing but
+  // completed copies changed, when no block can be had.
+  bool begin_writes(int32_t seq, int64_t from);
 
   const MemoryOptions& options() const { return opt_; }
   uint64_t bytes() const;  // everything allocated
@@ -117,6 +184,9 @@ class Memory {
     return kv_.get() + slot_base + (kv == 0 ? 0 : bs * kv_bytes_row_[0]) +
            (h * bs + p % bs) * kv_bytes_head_[kv];
   }
+  const uint8_t* kv_head_row(int32_t s, int32_t slot, int kv, int64_t p, int64_t h) const {
+    return const_cast<Memory*>(this)->kv_head_row(s, slot, kv, p, h);
+  }
   GgmlType kv_type(int kv) const { return kv == 0 ? opt_.cache_type_k : opt_.cache_type_v; }
   int64_t kv_head_bytes(int kv) const { return kv_bytes_head_[kv]; }
   int64_t conv_floats() const { return conv_floats_; }
@@ -128,10 +198,17 @@ class Memory {
  private:
   Memory() = default;
   float* gdn_state(int32_t s, int32_t plane, int32_t g) {
-    return gdn_.get() +
-           ((static_cast<int64_t>(s) * n_planes() + plane) * n_gdn_ + g) * (conv_floats_ + ssm_floats_);
+    return planes_[static_cast<size_t>(s) * static_cast<size_t>(n_planes()) + static_cast<size_t>(plane)]
+               .data() +
+           g * (conv_floats_ + ssm_floats_);
+  }
+  GdnState& live_plane(int32_t s) {
+    return planes_[static_cast<size_t>(s) * static_cast<size_t>(n_planes()) +
+                   static_cast<size_t>(seqs_[static_cast<size_t>(s)].live)];
   }
   void trim_blocks(int32_t s);
+  // A free block (its reference count 1), asking the reclaimer when there is none; -1 when none can be had.
+  int32_t take_free_block();
 
   Qwen35MoeConfig config_;
   MemoryOptions opt_;
@@ -147,11 +224,13 @@ class Memory {
   };
   // n_blocks x n_attn_slots x {K, V} x KV heads x block_size head rows, 2 MB aligned
   std::unique_ptr<uint8_t, FreeDeleter> kv_;
-  // n_seq x planes x n_gdn x (conv + ssm), 2 MB aligned (with conv and ssm multiples of 16 floats, every
-  // head's state is 64-byte aligned: snapshots are written with streaming stores)
-  std::unique_ptr<float, FreeDeleter> gdn_;
+  // n_seq x planes, each n_gdn x (conv + ssm) (with conv and ssm multiples of 16 floats, every head's state
+  // is 64-byte aligned: snapshots are written with streaming stores)
+  std::vector<GdnState> planes_;
   uint64_t kv_bytes_ = 0, gdn_bytes_ = 0;
   std::vector<int32_t> free_;
+  std::vector<int32_t> refs_;  // per block: holders (sequences' tables and the prefix cache); 0 = free
+  std::function<bool()> reclaim_;
   std::vector<Seq> seqs_;
   std::unique_ptr<Workspace> ws_;
 };

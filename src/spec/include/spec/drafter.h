@@ -57,6 +57,17 @@ class Drafter {
   // drafter work (an MTP catch-up pass); fails only on an engine error.
   virtual Status observe(int32_t seq, int64_t pos0, std::span<const int32_t> tokens,
                          std::span<const float> hidden) = 0;
+  // The sequence, just begun, continues a cached prefix of `pos` tokens (the prefix cache restored its
+  // state, the MTP rows included); `hidden` is the trunk's post-norm hidden of token pos-1.
+  virtual void resume(int32_t seq, int64_t pos, std::span<const float> hidden) {
+    (void)seq, (void)pos, (void)hidden;
+  }
+  // Before the sequence's state is published to the prefix cache: brings the memory's MTP rows up to date and
+  // returns the position before which they are exact rows of the observed history (0: none are).
+  virtual Expected<int64_t> settle(int32_t seq) {
+    (void)seq;
+    return int64_t{0};
+  }
   // Fills task.draft for every task. Fails only on an engine error (the sequence's state is then unusable).
   virtual Status draft(std::span<DraftTask> tasks) = 0;
 

@@ -33,6 +33,8 @@ class MtpDrafter final : public Drafter {
   Status observe(int32_t seq, int64_t pos0, std::span<const int32_t> tokens,
                  std::span<const float> hidden) override;
   Status draft(std::span<DraftTask> tasks) override;
+  void resume(int32_t seq, int64_t pos, std::span<const float> hidden) override;
+  Expected<int64_t> settle(int32_t seq) override;
 
   // Runs the sequence's pending catch-up rows now, so the MTP KV holds every pair up to the last observed
   // row (tests compare it with plain decoding).

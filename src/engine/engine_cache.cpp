@@ -1,0 +1,106 @@
+// The engine's side of the prefix cache (engine.h, prefix_cache.h): a request resumes from the deepest
+// checkpoint of its prompt's cached prefix, checkpoints its prompt where planned, and leaves its committed
+// state behind when it ends.
+#include <algorithm>
+
+#include "base/check.h"
+#include "base/log.h"
+#include "engine_impl.h"
+
+namespace mtp {
+
+void Engine::Impl::restore_prefix(Slot& s) {
+  CacheUse& use = s.timings.cache;
+  use.enabled = true;
+  const CacheHit hit = cache->lookup(s.opt.cache_namespace, s.prompt);
+  use.matched = hit.matched;
+  use.next_checkpoint = hit.next_checkpoint;
+  if (hit.pos == 0) return;
+  Timer timer;
+  const bool mtp_rows = memory.mtp_slot() >= 0;
+  const Status attached =
+      memory.seq_attach(s.seq, hit.blocks, hit.pos, mtp_rows ? hit.mtp_begin : 0, mtp_rows ? hit.mtp_end : 0);
+  MTP_CHECK(attached.ok(), "prefix cache hit: ", attached.message());
+  memory.restore_state(s.seq, hit.checkpoint->state, &pool);
+  s.last_hidden = hit.checkpoint->hidden;
+  s.prompt_done = s.restored = hit.pos;
+  if (drafter) drafter->resume(s.seq, hit.pos, s.last_hidden);
+  use.cached = hit.pos;
+  use.restore_ms = timer.millis();
+}
+
+void Engine::Impl::plan_checkpoints(Slot& s) {
+  const int64_t n = static_cast<int64_t>(s.prompt.size());
+  std::vector<std::pair<int64_t, CheckpointKind>>& plan = s.plan;
+  plan.clear();
+  // Message starts: the last ones matter (earlier turns were checkpointed when they were new).
+  constexpr size_t kMaxMessageCheckpoints = 16;
+  const std::vector<int64_t>& hints = s.opt.checkpoints;
+  for (size_t i = hints.size() > kMaxMessageCheckpoints ? hints.size() - kMaxMessageCheckpoints : 0;
+       i < hints.size(); ++i)
+    if (hints[i] > s.restored && hints[i] < n) plan.emplace_back(hints[i], CheckpointKind::kMessage);
+  // Every K tokens at multiples of K, so that requests sharing a prefix checkpoint the same positions.
+  const int64_t every = opt.cache.checkpoint_every;
+  if (every > 0)
+    for (int64_t p = (s.restored / every + 1) * every; p < n; p += every)
+      plan.emplace_back(p, CheckpointKind::kInterval);
+  if (n > s.restored) plan.emplace_back(n, CheckpointKind::kPromptEnd);
+  // By position; of two at one position the message start (listed first) stays.
+  std::stable_sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  plan.erase(
+      std::unique(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+      plan.end());
+}
+
+void Engine::Impl::take_checkpoint(Slot& s, CheckpointKind kind) {
+  Checkpoint c;
+  c.pos = memory.seq_pos(s.seq);
+  c.kind = kind;
+  c.state = memory.new_state();
+  if (c.state.empty()) {
+    log_warn("prefix cache: no memory for a checkpoint of ", memory.state_bytes(), " bytes at position ",
+             c.pos);
+    return;
+  }
+  memory.save_state(s.seq, c.state, &pool);
+  c.hidden = s.last_hidden;
+  s.checkpoints.push_back(std::move(c));
+}
+
+void Engine::Impl::publish(Slot& s) {
+  const int64_t n = memory.seq_pos(s.seq);
+  if (n == 0) return;
+  int64_t mtp_valid = 0;
+  if (drafter) {
+    Expected<int64_t> v = drafter->settle(s.seq);
+    if (!v.ok()) {
+      log_warn("prefix cache: request ", s.id, " not cached: ", v.status().message());
+      return;
+    }
+    mtp_valid = *v;
+  }
+  const Memory::Seq& q = memory.seq(s.seq);
+  int64_t mtp_begin = q.mtp_begin, mtp_end = std::min({q.mtp_end, mtp_valid, n});
+  if (mtp_end <= mtp_begin) mtp_begin = mtp_end = 0;
+  // The state at the end of the history, moved out of the sequence (it is freed next), unless the cache has
+  // it already (nothing was computed past the restored checkpoint) or a prompt checkpoint is there.
+  const bool have_end = !s.checkpoints.empty() && s.checkpoints.back().pos == n;
+  if (n > s.restored && !have_end && static_cast<int64_t>(s.last_hidden.size()) == model.config().n_embd) {
+    Checkpoint c;
+    c.pos = n;
+    c.kind = n > static_cast<int64_t>(s.prompt.size()) ? CheckpointKind::kGenerationEnd
+                                                       : CheckpointKind::kInterval;
+    c.state = memory.take_state(s.seq);
+    c.hidden = std::move(s.last_hidden);
+    if (!c.state.empty()) s.checkpoints.push_back(std::move(c));
+  }
+  std::vector<int32_t> history(static_cast<size_t>(n));
+  const int64_t n_prompt = static_cast<int64_t>(s.prompt.size());
+  for (int64_t p = 0; p < n; ++p)
+    history[static_cast<size_t>(p)] =
+        p < n_prompt ? s.prompt[static_cast<size_t>(p)] : s.generated[static_cast<size_t>(p - n_prompt)];
+  cache->insert(s.opt.cache_namespace, history, q.blocks, mtp_begin, mtp_end, std::move(s.checkpoints));
+  s.checkpoints.clear();
+}
+
+}  // namespace mtp

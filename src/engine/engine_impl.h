@@ -1,0 +1,155 @@
+// The engine's private parts shared by engine.cpp and engine_cache.cpp: a slot's state and Engine::Impl.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/timer.h"
+#include "engine/engine.h"
+#include "model/batch.h"
+#include "spec/draft_vocab.h"
+
+namespace mtp {
+
+enum class SlotState { kFree, kPrompt, kGenerate };
+
+struct Slot {
+  SlotState state = SlotState::kFree;
+  uint64_t id = 0;
+  int32_t seq = -1;
+  std::vector<int32_t> prompt;
+  int64_t prompt_done = 0;  // prompt tokens already in the trunk
+  RequestOptions opt;
+  spec::DraftParams draft;  // effective; n_max == 0: never drafts
+  Sampler sampler{SamplerOptions{}};
+  int32_t last = 0;  // the last sampled token; at position seq_pos, not yet in the trunk
+  Timer since_submit;
+  Timer since_first;
+  RequestTimings timings;
+  spec::AcceptanceTracker acceptance;
+  std::vector<int32_t> generated;  // emitted tokens: the history's positions prompt.size() + i
+  // The prefix cache (when `caching`): the cached prefix it started from, the post-norm hidden of the
+  // history's last token in the trunk, the prompt positions still to checkpoint and the checkpoints taken
+  // (published when the request ends).
+  bool caching = false;
+  int64_t restored = 0;
+  std::vector<float> last_hidden;
+  std::vector<std::pair<int64_t, CheckpointKind>> plan;
+  std::vector<Checkpoint> checkpoints;
+  // This step:
+  std::vector<int32_t> drafted;
+  int64_t row0 = 0, n_rows = 0;
+};
+
+// log-softmax of `logits` at `id` and, when asked, the n most likely ids (ties by lower id).
+GeneratedToken make_token(int32_t id, std::span<const float> logits, bool want_logprobs, int32_t n_probs);
+
+struct Engine::Impl {
+  const Model& model;
+  EngineOptions opt;
+  ThreadPool& pool;
+  Memory memory;
+  std::unique_ptr<PrefixCache> cache;  // after `memory`, which it gives its blocks back to
+  std::optional<spec::DraftVocab> draft_vocab;
+  std::unique_ptr<spec::Drafter> drafter;
+  spec::DraftPolicy policy;
+  int32_t max_draft = 0;
+  int64_t n_sample = 0;
+  std::vector<Slot> slots;
+  uint64_t next_id = 1;
+  std::vector<SlotEvent> cancelled;  // finish events of cancel() calls, reported by the next step
+  EngineTotals totals;
+  Batch batch;
+  Outputs out;
+  Outputs head_out;  // logits of restored prompts (forward_logits)
+
+  Impl(const Model& m, const EngineOptions& o, ThreadPool& p, Memory mem)
+      : model(m), opt(o), pool(p), memory(std::move(mem)), policy(o.policy) {}
+
+  bool is_end(int32_t id, const Slot& s) const {
+    if (s.opt.ignore_eos) return false;
+    return std::find(opt.end_tokens.begin(), opt.end_tokens.end(), id) != opt.end_tokens.end();
+  }
+
+  SlotEvent finish(Slot& s, FinishReason reason, std::string error = {}) {
+    SlotEvent e;
+    e.request_id = s.id;
+    e.slot = static_cast<int32_t>(&s - slots.data());
+    e.finish = reason;
+    e.error = std::move(error);
+    if (s.timings.n_generated > 0) s.timings.gen_ms = s.since_first.millis();
+    if (s.state == SlotState::kPrompt) s.timings.prompt_ms = s.since_submit.millis();
+    e.timings = s.timings;
+    totals.spec.merge(s.timings.spec);
+    if (s.caching && reason != FinishReason::kError) publish(s);
+    memory.seq_free(s.seq);
+    if (cache) cache->trim();  // blocks it shared with this sequence are the cache's alone now
+    s = Slot{};
+    return e;
+  }
+
+  // Emits `id` sampled from `logits`; returns false when the request ended (then `ev` carries the finish).
+  bool emit(Slot& s, int32_t id, std::span<const float> logits, SlotEvent& ev) {
+    if (s.timings.n_generated == 0) {
+      s.timings.prompt_ms = s.since_submit.millis();
+      s.since_first.reset();
+    }
+    if (is_end(id, s)) {
+      ev.finish = FinishReason::kStop;
+      return false;
+    }
+    ev.tokens.push_back(make_token(id, logits, s.opt.logprobs, s.opt.n_probs));
+    s.generated.push_back(id);
+    ++s.timings.n_generated;
+    ++totals.generated_tokens;
+    if (s.opt.max_tokens >= 0 && s.timings.n_generated >= s.opt.max_tokens) {
+      ev.finish = FinishReason::kLength;
+      return false;
+    }
+    return true;
+  }
+
+  // After a slot's tokens of this step: when the request ended (or its next token's position `next_pos`
+  // would not fit the context), reports the tokens with the finish and frees the slot; returns whether it
+  // did.
+  bool report(Slot& s, SlotEvent& ev, bool alive, int64_t next_pos, std::vector<SlotEvent>& events) {
+    if (alive && next_pos >= opt.n_ctx)
+      ev.finish = FinishReason::kLength;
+    else if (alive)
+      return false;
+    SlotEvent fin = finish(s, ev.finish);
+    fin.tokens = std::move(ev.tokens);
+    events.push_back(std::move(fin));
+    return true;
+  }
+
+  // The prompt is in: samples the first token from `logits` and reports it.
+  void start_generating(Slot& s, std::span<const float> logits, std::vector<SlotEvent>& events) {
+    SlotEvent ev;
+    ev.request_id = s.id;
+    ev.slot = static_cast<int32_t>(&s - slots.data());
+    s.state = SlotState::kGenerate;
+    bool alive = s.opt.max_tokens != 0;
+    if (alive) {
+      s.last = s.sampler.sample(logits);
+      alive = emit(s, s.last, logits, ev);
+    } else {
+      s.timings.prompt_ms = s.since_submit.millis();
+      ev.finish = FinishReason::kLength;
+    }
+    if (report(s, ev, alive, memory.seq_pos(s.seq), events)) return;
+    events.push_back(std::move(ev));
+  }
+
+  // Prefix cache (engine_cache.cpp).
+  void restore_prefix(Slot& s);
+  void plan_checkpoints(Slot& s);
+  void take_checkpoint(Slot& s, CheckpointKind kind);
+  void publish(Slot& s);
+
+  Status run_step(std::vector<SlotEvent>& events, StepInfo& info);
+};
+
+}  // namespace mtp
