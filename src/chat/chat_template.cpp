@@ -212,6 +212,26 @@ Expected<std::string> ChatTemplate::render(const ChatRequest& request) const {
   return template_.render(ctx);
 }
 
+std::vector<size_t> ChatTemplate::message_starts(const ChatRequest& request, std::string_view prompt,
+                                                 size_t last_n) const {
+  std::vector<size_t> out;
+  if (!request.messages.is_array()) return out;
+  const size_t n = request.messages.size();
+  ChatRequest prefix = request;
+  prefix.add_generation_prompt = false;
+  for (size_t i = n > last_n ? n - last_n : 1; i < n; ++i) {
+    if (i == 0) continue;
+    prefix.messages = Json::array();
+    for (size_t k = 0; k < i; ++k) prefix.messages.push_back(request.messages[k]);
+    Expected<std::string> text = render(prefix);
+    // A template may refuse a prefix (no user message yet) or render earlier messages differently once more
+    // follow them (reasoning kept only after the last user turn): then there is no offset for this message.
+    if (!text.ok() || text->empty() || !prompt.starts_with(*text)) continue;
+    if (out.empty() || text->size() > out.back()) out.push_back(text->size());
+  }
+  return out;
+}
+
 OutputFormat ChatTemplate::output_format(const ChatRequest& request, std::string_view prompt,
                                          ReasoningFormat reasoning) const {
   OutputFormat f;

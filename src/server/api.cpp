@@ -305,6 +305,16 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
   opt.ignore_eos = b.value_or(false);
   MTP_API_TRY(parse_stop(body, d, out.stop));
   MTP_API_TRY(parse_speculative(body, d, opt));
+  // The prefix cache: llama-server's cache_prompt (default true); cache_salt keeps tenants apart (a request
+  // reuses only what requests of the same salt left); OpenAI's prompt_cache_key is a routing hint, checked
+  // and otherwise unused by a single server.
+  b.reset();
+  MTP_API_TRY(get_bool(body, "cache_prompt", b));
+  opt.cache_prompt = b.value_or(true);
+  std::optional<std::string> salt, key;
+  MTP_API_TRY(get_string(body, "cache_salt", salt));
+  MTP_API_TRY(get_string(body, "prompt_cache_key", key));
+  opt.cache_namespace = salt.value_or("");
 
   // logprobs: completions {"logprobs": N}; chat {"logprobs": true, "top_logprobs": N}; llama-server n_probs.
   const Json* lp = field(body, "logprobs");

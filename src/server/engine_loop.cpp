@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "server/format.h"
+
 namespace mtp::server {
 
 // The engine thread's wake-up: the queue, the flags and every channel's cancel() notify it.
@@ -148,6 +150,7 @@ Gauges EngineLoop::gauges() const {
   g.slots_busy = busy_;
   g.queue_length = queue_.size();
   g.drafting_slots = drafting_;
+  g.cache = cache_stats_;
   return g;
 }
 
@@ -195,8 +198,10 @@ void EngineLoop::run() {
             server_error(503, "the server is shutting down; the request was cancelled", "shutting_down");
     }
     if (active_.empty()) {
+      std::optional<PrefixCacheStats> cache = backend_.cache_stats();  // cancels publish too
       std::lock_guard<std::mutex> lock(waker_->mu);
       busy_ = 0;
+      cache_stats_ = std::move(cache);
       waker_->cv.notify_all();
       continue;
     }
@@ -247,9 +252,11 @@ void EngineLoop::run() {
       Update u;
       finish(id, a, std::move(u), a.end_reason);
     }
+    std::optional<PrefixCacheStats> cache = backend_.cache_stats();
     std::lock_guard<std::mutex> lock(waker_->mu);
     busy_ = static_cast<int32_t>(active_.size());
     drafting_ = info.drafting;
+    cache_stats_ = std::move(cache);
     waker_->cv.notify_all();
   }
 }
@@ -380,6 +387,9 @@ void EngineLoop::finish(uint64_t id, Active& a, Update u, std::string reason) {
     u.timings.gen_ms = a.first_token_ms >= 0 ? total - a.first_token_ms : 0;
   }
   u.timings.n_generated = a.n_generated;  // tokens the client got (not those past a stop string)
+  const CacheUse& c = u.timings.cache;
+  if (c.enabled && (opt_.log_cache || c.matched > c.cached))
+    std::fprintf(stderr, "mtp serve: prefix cache: %s\n", cache_summary(u.timings).c_str());
   u.done = true;
   if (a.end_error) {
     u.error = a.end_error;

@@ -29,10 +29,14 @@ Json timings_json(const RequestTimings& t) {
   auto per_second = [](int64_t n, double ms) { return ms > 0 ? 1e3 * static_cast<double>(n) / ms : 0.0; };
   auto per_token = [](int64_t n, double ms) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
   Json j = Json::object();
-  j["prompt_n"] = t.n_prompt;
+  // As llama-server: prompt_n counts the prompt tokens computed, cache_n those the prefix cache gave.
+  const int64_t computed = t.n_prompt - t.cache.cached;
+  j["prompt_n"] = computed;
   j["prompt_ms"] = t.prompt_ms;
-  j["prompt_per_token_ms"] = per_token(t.n_prompt, t.prompt_ms);
-  j["prompt_per_second"] = per_second(t.n_prompt, t.prompt_ms);
+  j["prompt_per_token_ms"] = per_token(computed, t.prompt_ms);
+  j["prompt_per_second"] = per_second(computed, t.prompt_ms);
+  j["cache_n"] = t.cache.cached;  // prompt tokens reused from the prefix cache (llama-server's name)
+  j["cache_matched_n"] = t.cache.matched;
   j["predicted_n"] = t.n_generated;
   j["predicted_ms"] = t.gen_ms;
   j["predicted_per_token_ms"] = per_token(t.n_generated, t.gen_ms);
@@ -47,10 +51,30 @@ Json timings_json(const RequestTimings& t) {
   return j;
 }
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, const CacheUse& cache) {
+  // cached_tokens: prompt tokens not computed (OpenAI's field); recomputed_tokens: tokens whose KV was cached
+  // but lay behind the checkpoint the request resumed from, so were computed again.
   return Json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}};
+              {"total_tokens", prompt_tokens + completion_tokens},
+              {"prompt_tokens_details",
+               Json{{"cached_tokens", cache.cached}, {"recomputed_tokens", cache.matched - cache.cached}}}};
+}
+
+std::string cache_summary(const RequestTimings& t) {
+  const CacheUse& c = t.cache;
+  std::string s = str_cat("prompt ", t.n_prompt, " tokens, ", c.cached, " from the prefix cache");
+  if (c.cached > 0) s += str_cat(" (restored in ", c.restore_ms, " ms)");
+  if (c.matched > c.cached) {
+    s += str_cat("; ", c.matched, " were cached, but ");
+    s += c.cached > 0 ? str_cat("the checkpoint nearest before ", c.matched, " is at ", c.cached)
+                      : str_cat("no checkpoint lies at or before ", c.matched);
+    if (c.next_checkpoint > 0) s += str_cat(" (the next one is at ", c.next_checkpoint, ")");
+    s += str_cat(": ", c.matched - c.cached, " recomputed");
+  } else if (c.matched == 0) {
+    s += "; no cached prefix";
+  }
+  return s;
 }
 
 ResponseBuilder::ResponseBuilder(const GenerationParams& params, const Tokenizer& tokenizer,
@@ -180,13 +204,13 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
   }
   if (u.done && !u.error) {
     Json last = choice(chat() ? Json::object() : Json(""), finish_reason());
-    last["usage"] = usage_json(n_prompt_, n_generated_);
+    last["usage"] = usage_json(n_prompt_, n_generated_, timings_.cache);
     last["timings"] = timings_json(timings_);
     out.push_back(std::move(last));
     if (params_.include_usage) {
       Json usage = chunk_base();
       usage["choices"] = Json::array();
-      usage["usage"] = usage_json(n_prompt_, n_generated_);
+      usage["usage"] = usage_json(n_prompt_, n_generated_, timings_.cache);
       out.push_back(std::move(usage));
     }
   }
@@ -238,7 +262,7 @@ Json ResponseBuilder::result() const {
   }
   choice["finish_reason"] = finish_reason();
   j["choices"] = Json::array({choice});
-  j["usage"] = usage_json(n_prompt_, n_generated_);
+  j["usage"] = usage_json(n_prompt_, n_generated_, timings_.cache);
   j["timings"] = timings_json(timings_);
   return j;
 }

@@ -88,6 +88,11 @@ void Metrics::on_finish(std::string_view reason, const RequestTimings& timings) 
   std::lock_guard<std::mutex> lock(mu_);
   ++finished_[std::string(reason)];
   spec_.merge(timings.spec);
+  prompt_tokens_cached_ += static_cast<uint64_t>(timings.cache.cached);
+  if (timings.cache.cached > 0) {
+    ++cache_restores_;
+    cache_restore_seconds_ += timings.cache.restore_ms * 1e-3;
+  }
 }
 
 std::string Metrics::render(const Gauges& g) const {
@@ -140,6 +145,37 @@ std::string Metrics::render(const Gauges& g) const {
     if (steps_by_generating_[k] > 0)
       w.sample("mtp_steps_drafting_slots_total", "generating=\"" + std::to_string(k) + "\"",
                std::to_string(drafting_by_generating_[k]));
+  w.metric("mtp_prompt_tokens_cached_total", "counter",
+           "Prompt tokens of finished requests that the prefix cache gave (not computed).",
+           std::to_string(prompt_tokens_cached_));
+  if (g.cache) {
+    const PrefixCacheStats& c = *g.cache;
+    w.metric("mtp_prefix_cache_lookups_total", "counter", "Prompts looked up in the prefix cache.",
+             std::to_string(c.lookups));
+    w.metric("mtp_prefix_cache_tokens_looked_up_total", "counter", "Prompt tokens looked up.",
+             std::to_string(c.tokens_looked_up));
+    w.metric("mtp_prefix_cache_tokens_hit_total", "counter", "Prompt tokens restored from the prefix cache.",
+             std::to_string(c.tokens_hit));
+    w.metric("mtp_prefix_cache_tokens_recomputed_total", "counter",
+             "Prompt tokens whose KV was cached but lay behind the nearest checkpoint, so were computed again.",
+             std::to_string(c.tokens_recomputed));
+    w.metric("mtp_prefix_cache_evictions_total", "counter", "Checkpoints evicted from the prefix cache.",
+             std::to_string(c.evictions));
+    w.metric("mtp_prefix_cache_restores_total", "counter", "Requests that resumed from a checkpoint.",
+             std::to_string(cache_restores_));
+    w.metric("mtp_prefix_cache_restore_seconds_total", "counter", "Time spent copying checkpoints back.",
+             num(cache_restore_seconds_));
+    w.header("mtp_prefix_cache_bytes", "gauge",
+             "Memory the prefix cache holds beyond live slots, by kind: KV blocks no slot shares, and "
+             "checkpoints (recurrent states).");
+    w.sample("mtp_prefix_cache_bytes", "kind=\"kv\"", std::to_string(c.kv_bytes));
+    w.sample("mtp_prefix_cache_bytes", "kind=\"recurrent\"", std::to_string(c.state_bytes));
+    w.metric("mtp_prefix_cache_budget_bytes", "gauge", "The prefix cache's budget (--cache-ram).",
+             std::to_string(c.budget_bytes));
+    w.metric("mtp_prefix_cache_checkpoints", "gauge", "Checkpoints held.", std::to_string(c.checkpoints));
+    w.metric("mtp_prefix_cache_blocks", "gauge", "KV blocks held (shared with live slots or not).",
+             std::to_string(c.nodes));
+  }
   w.header("mtp_step_seconds", "histogram", "Wall time of engine steps.");
   for (size_t b = 0; b < kStepBuckets.size(); ++b)
     w.sample("mtp_step_seconds_bucket", "le=\"" + num(kStepBuckets[b]) + "\"",

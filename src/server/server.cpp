@@ -72,6 +72,9 @@ struct Server::Impl {
   // Renders a chat body's messages; the error is a 400 naming the problem.
   std::optional<ApiError> render_chat(const GenerationParams& p, std::string& prompt) const;
   std::vector<int32_t> tokenize_prompt(const std::string& text) const;
+  // The token positions where the last messages of a chat prompt begin (prefix-cache checkpoints).
+  std::vector<int64_t> message_positions(const GenerationParams& p, const std::string& text,
+                                         const std::vector<int32_t>& tokens) const;
   std::string model_id() const;
 
   ServerConfig cfg;
@@ -105,6 +108,25 @@ std::vector<int32_t> Server::Impl::tokenize_prompt(const std::string& text) cons
   return tok.encode(text, enc);
 }
 
+std::vector<int64_t> Server::Impl::message_positions(const GenerationParams& p, const std::string& text,
+                                                     const std::vector<int32_t>& tokens) const {
+  // The messages new in a turn are the last few; earlier ones were checkpointed when they were new.
+  constexpr size_t kLastMessages = 8;
+  const std::vector<size_t> starts = tmpl.message_starts(p.chat, text, kLastMessages);
+  std::vector<int64_t> out;
+  if (starts.empty()) return out;
+  // Byte offset of each token boundary (a BOS the tokenizer added is not in the text).
+  size_t offset = 0, k = 0;
+  const bool added_bos = !tokens.empty() && tok.bos() && tokens[0] == *tok.bos() &&
+                         !text.starts_with(tok.piece(*tok.bos()));
+  for (size_t t = added_bos ? 1 : 0; t < tokens.size() && k < starts.size(); ++t) {
+    while (k < starts.size() && starts[k] < offset) ++k;  // inside a token: no boundary there
+    if (k < starts.size() && starts[k] == offset) out.push_back(static_cast<int64_t>(t)), ++k;
+    offset += tok.piece(tokens[t]).size();
+  }
+  return out;
+}
+
 std::optional<ApiError> Server::Impl::render_chat(const GenerationParams& p, std::string& prompt) const {
   Expected<std::string> r = tmpl.render(p.chat);
   if (!r.ok()) {
@@ -136,6 +158,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     std::string text;
     if (auto e = render_chat(*p, text)) return send_error(res, *e);
     job.prompt = tokenize_prompt(text);
+    if (p->options.cache_prompt) p->options.checkpoints = message_positions(*p, text, job.prompt);
     format = tmpl.output_format(p->chat, text, p->reasoning_format);
     format->parse_tool_calls = format->parse_tool_calls && p->parse_tool_calls;
   } else if (p->prompt_is_tokens) {

@@ -8,6 +8,7 @@
 // rest, exit 0. A second signal during that wait exits at once (status 1).
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -53,6 +54,11 @@ struct ServeArgs {
   KvCacheTypes kv;  // the two above, parsed by validate()
   int max_drafting_slots = -1;
   std::string spec_policy = "fixed";
+  // The prefix cache: --cache-ram MiB (unset: 8192, at most a quarter of physical memory; 0: off; -1: half
+  // of physical memory), --cache-checkpoint-every N tokens.
+  std::optional<int64_t> cache_ram_mib;
+  int64_t checkpoint_every = 4096;
+  uint64_t cache_ram_bytes = 0;  // resolved by validate()
   // Defaults of requests.
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
   int top_k = 40;
@@ -148,6 +154,22 @@ Status validate(ServeArgs& a) {
   if (a.max_body < 1024) return invalid_argument("--max-body must be >= 1024 bytes");
   if (!(a.shutdown_timeout >= 0 && a.shutdown_timeout <= 86400))
     return invalid_argument("--shutdown-timeout must be in 0..86400 s");
+  const uint64_t mib = uint64_t{1} << 20;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  if (!a.cache_ram_mib) {
+    a.cache_ram_bytes = 8192 * mib;
+    if (physical > 0) a.cache_ram_bytes = std::min(a.cache_ram_bytes, physical / 4 / mib * mib);
+  } else if (*a.cache_ram_mib == -1) {
+    a.cache_ram_bytes = physical / 2 / mib * mib;
+  } else if (*a.cache_ram_mib < 0 || *a.cache_ram_mib > (int64_t{1} << 30)) {
+    return invalid_argument("--cache-ram must be MiB >= 0 (0: no prefix cache) or -1 (half of memory), got ",
+                            *a.cache_ram_mib);
+  } else {
+    a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;
+  }
+  if (a.checkpoint_every < 0)
+    return invalid_argument("--cache-checkpoint-every must be >= 0 tokens (0: none), got ", a.checkpoint_every);
   return Status::Ok();
 }
 
@@ -191,6 +213,10 @@ server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads
   p["chat_template_origin"] = template_origin;
   p["limits"] = Json{
       {"max_queue", a.max_queue}, {"max_body_bytes", a.max_body}, {"shutdown_timeout_s", a.shutdown_timeout}};
+  p["prefix_cache"] = Json{{"enabled", eo.cache.ram_bytes > 0},
+                           {"ram_mib", eo.cache.ram_bytes >> 20},
+                           {"checkpoint_every", eo.cache.checkpoint_every},
+                           {"block_size", eo.kv_block_size}};
   p["compatibility_notices"] = a.notices;
   return p;
 }
@@ -226,6 +252,16 @@ void print_config(const server::Json& p, const std::string& model_id) {
               p["reasoning_format"].get<std::string>().c_str());
   if (!p["chat_template_kwargs"].empty())
     std::printf("  chat template kwargs: %s\n", p["chat_template_kwargs"].dump().c_str());
+  const server::Json& pc = p["prefix_cache"];
+  if (pc["enabled"].get<bool>()) {
+    std::printf("  prefix cache: %lld MiB; checkpoints at prompt ends, generation ends, message starts",
+                static_cast<long long>(pc["ram_mib"].get<int64_t>()));
+    if (pc["checkpoint_every"].get<int64_t>() > 0)
+      std::printf(" and every %lld prompt tokens", static_cast<long long>(pc["checkpoint_every"].get<int64_t>()));
+    std::printf("\n");
+  } else {
+    std::printf("  prefix cache: off\n");
+  }
   const server::Json& l = p["limits"];
   std::printf("  queue %zu, body limit %zu bytes, shutdown timeout %.3g s, api key %s\n",
               l["max_queue"].get<size_t>(), l["max_body_bytes"].get<size_t>(),
@@ -269,6 +305,8 @@ int serve(ServeArgs& a) {
   eo.cache_type_v = a.kv.v;
   eo.end_tokens = default_end_tokens(model->vocab());
   eo.n_sample = tok->n_tokens();
+  eo.cache.ram_bytes = a.cache_ram_bytes;
+  eo.cache.checkpoint_every = a.checkpoint_every;
   auto engine = Engine::create(*model, eo, pool);
   if (!engine.ok()) return fail(engine.status());
   server::EngineBackend backend(**engine);
@@ -283,6 +321,7 @@ int serve(ServeArgs& a) {
   cfg.http_threads = a.threads_http;
   cfg.loop.max_queue = a.max_queue;
   cfg.loop.log_steps = a.log_steps;
+  cfg.loop.log_cache = a.log_requests;
   cfg.shutdown_timeout_s = a.shutdown_timeout;
   cfg.log_requests = a.log_requests;
   server::RequestDefaults& d = cfg.defaults;
@@ -435,7 +474,15 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
   cmd.add_option("--max-body", a->max_body, "Largest request body, bytes")->capture_default_str();
   cmd.add_option("--shutdown-timeout", a->shutdown_timeout, "Seconds running requests get on SIGINT/SIGTERM")
       ->capture_default_str();
-  cmd.add_flag("--log-requests", a->log_requests, "One line per response on stderr");
+  cmd.add_option("--cache-ram", a->cache_ram_mib,
+                 "Prefix cache MiB: KV blocks and recurrent-state checkpoints kept for later requests "
+                 "(default 8192, at most a quarter of memory; 0: off; -1: half of memory)");
+  cmd.add_option("--cache-checkpoint-every,--checkpoint-every", a->checkpoint_every,
+                 "Checkpoint the recurrent state every N tokens of a long prompt (0: only prompt ends, "
+                 "generation ends and message starts)")
+      ->capture_default_str();
+  cmd.add_flag("--log-requests", a->log_requests,
+               "One line per response on stderr, and one per request on what the prefix cache reused");
   cmd.add_flag("--log-steps", a->log_steps,
                "One line per engine step on stderr: slots generating and drafting, rows, drafts, time");
   const std::string cpu = "ignored, the engine is CPU-only";
@@ -449,8 +496,9 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
   accept_noop(&cmd, a, "--jinja", "chat templates are always Jinja", false);
   accept_noop(&cmd, a, "--kv-unified", "the KV pool is always shared by the slots", false);
   accept_noop(&cmd, a, "--no-webui", "there is no web UI", false);
-  accept_noop(&cmd, a, "--cache-ram", "there is no prompt cache", true);
-  accept_noop(&cmd, a, "--ctx-checkpoints", "there are no context checkpoints", true);
+  accept_noop(&cmd, a, "--ctx-checkpoints",
+              "the prefix cache's checkpoints are bounded by --cache-ram, not by a count", true);
+  accept_noop(&cmd, a, "--cache-reuse", "KV shifting does not apply to recurrent layers", true);
   accept_noop(&cmd, a, "--mlock", "not implemented", false);
   accept_noop(&cmd, a, "--no-mmap", "the model is always mapped", false);
 }

@@ -165,6 +165,15 @@ TEST(ApiTest, SamplingAndLimits) {
   EXPECT_EQ(p.options.max_tokens, -1);
   ASSERT_FALSE(completion(R"({"prompt": "a", "max_completion_tokens": 9})", &p));
   EXPECT_EQ(p.options.max_tokens, 9);
+  EXPECT_TRUE(p.options.cache_prompt);
+  EXPECT_EQ(p.options.cache_namespace, "");
+  GenerationParams q;
+  ASSERT_FALSE(completion(
+      R"({"prompt": "a", "cache_prompt": false, "cache_salt": "tenant-7", "prompt_cache_key": "k"})", &q));
+  EXPECT_FALSE(q.options.cache_prompt);
+  EXPECT_EQ(q.options.cache_namespace, "tenant-7");
+  EXPECT_TRUE(completion(R"({"prompt": "a", "cache_prompt": 1})", &q));
+  EXPECT_TRUE(completion(R"({"prompt": "a", "cache_salt": 5})", &q));
 }
 
 TEST(ApiTest, SpeculativeOverride) {
@@ -285,6 +294,23 @@ TEST(ApiTest, TimingsAndUsage) {
   ASSERT_EQ(j["acceptance_per_position"].size(), 3u);
   EXPECT_DOUBLE_EQ(j["acceptance_per_position"][0].get<double>(), 0.5);
   EXPECT_EQ(usage_json(3, 4)["total_tokens"], 7);
+  EXPECT_EQ(usage_json(3, 4)["prompt_tokens_details"]["cached_tokens"], 0);
+  // With the prefix cache: prompt_n counts what was computed, cache_n what was reused (llama-server's
+  // fields), cached_tokens (OpenAI's) the same, recomputed_tokens what was cached but behind the checkpoint.
+  t.cache.enabled = true;
+  t.cache.cached = 6;
+  t.cache.matched = 8;
+  j = timings_json(t);
+  EXPECT_EQ(j["prompt_n"], 4);
+  EXPECT_EQ(j["cache_n"], 6);
+  const Json u = usage_json(10, 20, t.cache);
+  EXPECT_EQ(u["prompt_tokens"], 10);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 6);
+  EXPECT_EQ(u["prompt_tokens_details"]["recomputed_tokens"], 2);
+  t.cache.next_checkpoint = 12;
+  EXPECT_EQ(cache_summary(t),
+            "prompt 10 tokens, 6 from the prefix cache (restored in 0 ms); 8 were cached, but the checkpoint "
+            "nearest before 8 is at 6 (the next one is at 12): 2 recomputed");
   // Generated text that is not UTF-8 is replaced, never a failure.
   EXPECT_EQ(dump_json(Json{{"t", std::string("a\xff")}}), "{\"t\":\"a\xef\xbf\xbd\"}");
   EXPECT_EQ(sse_event(Json{{"a", 1}}), "data: {\"a\":1}\n\n");
@@ -310,7 +336,18 @@ TEST(ApiTest, MetricsTextFormat) {
   RequestTimings t;
   t.spec.add_round(3, 2);
   m.on_finish("stop", t);
-  const std::string text = m.render(Gauges{4, 2, 1, 0});
+  RequestTimings hit;
+  hit.cache.enabled = true;
+  hit.cache.cached = 9;
+  hit.cache.restore_ms = 2;
+  m.on_finish("stop", hit);
+  PrefixCacheStats cs;
+  cs.lookups = 2;
+  cs.tokens_hit = 9;
+  cs.kv_bytes = 4096;
+  cs.state_bytes = 8192;
+  const std::string text = m.render(Gauges{4, 2, 1, 0, cs});
+  EXPECT_EQ(m.render(Gauges{4, 2, 1, 0}).find("mtp_prefix_cache_lookups_total"), std::string::npos);
   const std::regex sample(R"(^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.e+-]+$)");
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
@@ -325,7 +362,10 @@ TEST(ApiTest, MetricsTextFormat) {
         "mtp_steps_drafting_slots_total{generating=\"1\"} 1",
         "mtp_steps_drafting_slots_total{generating=\"4\"} 0", "mtp_step_seconds_bucket{le=\"0.005\"} 1",
         "mtp_step_seconds_bucket{le=\"+Inf\"} 2", "mtp_step_seconds_count 2",
-        "mtp_requests_finished_total{reason=\"stop\"} 1"}) {
+        "mtp_requests_finished_total{reason=\"stop\"} 2", "mtp_prompt_tokens_cached_total 9",
+        "mtp_prefix_cache_lookups_total 2", "mtp_prefix_cache_tokens_hit_total 9",
+        "mtp_prefix_cache_bytes{kind=\"kv\"} 4096", "mtp_prefix_cache_bytes{kind=\"recurrent\"} 8192",
+        "mtp_prefix_cache_restores_total 1", "mtp_prefix_cache_restore_seconds_total 0.002"}) {
     EXPECT_NE(text.find(std::string(want) + "\n"), std::string::npos) << want << "\n" << text;
   }
 }

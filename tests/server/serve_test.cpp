@@ -149,6 +149,62 @@ TEST(ServeTest, CompletionsAndChat) {
             post_json(port, "/tokenize", Json{{"content", prompt}})["tokens"].size());
 }
 
+// The prefix cache as a chat client sees it: turn 2 of a conversation and a repeated prompt reuse what the
+// earlier requests left (usage.prompt_tokens_details.cached_tokens, timings.cache_n), an edited last message
+// resumes at its start, the replies are those of a server without the cache, and /metrics and /props say so.
+TEST(ServeTest, PrefixCacheAcrossTurns) {
+  auto chat = [](Json messages) {
+    return Json{{"messages", std::move(messages)}, {"max_tokens", 12}, {"temperature", 0}};
+  };
+  auto user = [](const std::string& text) { return Json{{"role", "user"}, {"content", text}}; };
+  Json turn1 = chat(Json::array({user("Hello there, model")}));
+  std::vector<Json> replies[2];
+  for (const char* cache : {"--cache-ram 0", "--cache-ram 64"}) {
+    ServerProcess srv(kModel + " -np 2 --spec mtp " + cache);
+    const int port = srv.port();
+    const bool on = std::string(cache) != "--cache-ram 0";
+    EXPECT_NE(srv.banner().find(on ? "prefix cache: 64 MiB" : "prefix cache: off"), std::string::npos)
+        << srv.banner();
+    EXPECT_EQ(Json::parse(http_get(port, "/props").body)["prefix_cache"]["enabled"], on);
+    std::vector<Json>& r = replies[on ? 1 : 0];
+    r.push_back(post_json(port, "/v1/chat/completions", turn1));
+    const int64_t p1 = r[0]["usage"]["prompt_tokens"];
+    EXPECT_EQ(r[0]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    const Json said = r[0]["choices"][0]["message"];
+    Json turn2 = chat(Json::array({user("Hello there, model"),
+                                   Json{{"role", "assistant"}, {"content", said["content"]}}, user("Go on")}));
+    r.push_back(post_json(port, "/v1/chat/completions", turn2));
+    // The same conversation with its last message edited: it resumes where that message begins.
+    Json edited = turn2;
+    edited["messages"][2]["content"] = "Tell me more";
+    r.push_back(post_json(port, "/v1/chat/completions", edited));
+    r.push_back(post_json(port, "/v1/chat/completions", edited));  // an exact repeat
+    Json no_cache = edited;
+    no_cache["cache_prompt"] = false;
+    r.push_back(post_json(port, "/v1/chat/completions", no_cache));
+    if (!on) {
+      for (const Json& x : r) EXPECT_EQ(x["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+      continue;
+    }
+    EXPECT_GE(r[1]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), p1);
+    EXPECT_EQ(r[1]["timings"]["cache_n"], r[1]["usage"]["prompt_tokens_details"]["cached_tokens"]);
+    Json before = edited;
+    before["messages"].erase(2);
+    before["add_generation_prompt"] = false;
+    const std::string head = post_json(port, "/apply-template", before)["prompt"];
+    const int64_t start = post_json(port, "/tokenize", Json{{"content", head}})["tokens"].size();
+    EXPECT_EQ(r[2]["usage"]["prompt_tokens_details"]["cached_tokens"], start);
+    EXPECT_EQ(r[3]["usage"]["prompt_tokens_details"]["cached_tokens"], r[3]["usage"]["prompt_tokens"]);
+    EXPECT_EQ(r[3]["timings"]["prompt_n"], 0);
+    EXPECT_EQ(r[4]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_GT(metric(port, "mtp_prefix_cache_tokens_hit_total"), 0);
+    EXPECT_GT(metric(port, "mtp_prefix_cache_checkpoints"), 0);
+    EXPECT_GT(metric(port, "mtp_prompt_tokens_cached_total"), 0);
+  }
+  for (size_t i = 0; i < replies[0].size(); ++i)
+    EXPECT_EQ(replies[1][i]["choices"][0]["message"], replies[0][i]["choices"][0]["message"]) << "request " << i;
+}
+
 // 16 concurrent requests (greedy, and seeded sampling) give exactly the text each gives alone, with MTP off
 // and on, and MTP on gives the same text as MTP off.
 TEST(ServeTest, DeterministicUnderLoad) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/engine.h"
@@ -22,6 +23,8 @@ class Backend {
   virtual bool idle() const = 0;
   virtual int32_t n_slots() const = 0;
   virtual int32_t n_busy() const = 0;
+  // The prefix cache's counters; none without a cache.
+  virtual std::optional<PrefixCacheStats> cache_stats() const { return std::nullopt; }
 };
 
 // The real engine. Like the Engine, used by one thread only.
@@ -36,6 +39,10 @@ class EngineBackend final : public Backend {
   bool idle() const override { return engine_.idle(); }
   int32_t n_slots() const override { return engine_.n_slots(); }
   int32_t n_busy() const override { return engine_.n_busy(); }
+  std::optional<PrefixCacheStats> cache_stats() const override {
+    if (engine_.prefix_cache() == nullptr) return std::nullopt;
+    return engine_.prefix_cache()->stats();
+  }
 
  private:
   Engine& engine_;

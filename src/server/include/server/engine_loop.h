@@ -73,6 +73,9 @@ struct LoopOptions {
   int retry_after_s = 1;  // the Retry-After of that refusal
   // One stderr line per engine step: what the batch held, what was drafted, its time.
   bool log_steps = false;
+  // One stderr line per request on what the prefix cache reused (false: only for requests whose prompt
+  // matched cached KV that could not be reused, the silent re-prefill users otherwise never see).
+  bool log_cache = false;
 };
 
 class EngineLoop {
@@ -127,6 +130,7 @@ class EngineLoop {
   bool healthy_ = true;
   int32_t busy_ = 0;
   int32_t drafting_ = 0;
+  std::optional<PrefixCacheStats> cache_stats_;
   std::thread thread_;
   // Engine thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;

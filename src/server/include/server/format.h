@@ -25,7 +25,9 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 std::string make_response_id(const char* prefix);
 
 Json timings_json(const RequestTimings& t);
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, const CacheUse& cache = {});
+// One line on what the prefix cache did for a request, and why it did not reuse more.
+std::string cache_summary(const RequestTimings& timings);
 
 // Builds one request's response from the engine thread's updates, whole or as stream chunks.
 class ResponseBuilder {

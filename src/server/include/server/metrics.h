@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,7 @@ struct Gauges {
   int32_t slots_busy = 0;
   size_t queue_length = 0;
   int32_t drafting_slots = 0;  // slots that drafted in the last step
+  std::optional<PrefixCacheStats> cache;  // after the last engine step; none without a prefix cache
 };
 
 class Metrics {
@@ -42,6 +44,9 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> responses_;
   std::map<std::string, uint64_t> finished_;
   uint64_t prompt_tokens_ = 0;
+  uint64_t prompt_tokens_cached_ = 0;  // finished requests' prompt tokens the prefix cache gave
+  uint64_t cache_restores_ = 0;
+  double cache_restore_seconds_ = 0;
   uint64_t generated_tokens_ = 0;
   uint64_t drafted_ = 0;
   uint64_t accepted_ = 0;
