@@ -2,6 +2,7 @@
 #include "server/format.h"
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <random>
 
@@ -64,7 +65,11 @@ Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, const CacheUse
 std::string cache_summary(const RequestTimings& t) {
   const CacheUse& c = t.cache;
   std::string s = str_cat("prompt ", t.n_prompt, " tokens, ", c.cached, " from the prefix cache");
-  if (c.cached > 0) s += str_cat(" (restored in ", c.restore_ms, " ms)");
+  if (c.cached > 0) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.2f", c.restore_ms);
+    s += str_cat(" (restored in ", ms, " ms)");
+  }
   if (c.matched > c.cached) {
     s += str_cat("; ", c.matched, " were cached, but ");
     s += c.cached > 0 ? str_cat("the checkpoint nearest before ", c.matched, " is at ", c.cached)

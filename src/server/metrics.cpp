@@ -156,9 +156,10 @@ std::string Metrics::render(const Gauges& g) const {
              std::to_string(c.tokens_looked_up));
     w.metric("mtp_prefix_cache_tokens_hit_total", "counter", "Prompt tokens restored from the prefix cache.",
              std::to_string(c.tokens_hit));
-    w.metric("mtp_prefix_cache_tokens_recomputed_total", "counter",
-             "Prompt tokens whose KV was cached but lay behind the nearest checkpoint, so were computed again.",
-             std::to_string(c.tokens_recomputed));
+    w.metric(
+        "mtp_prefix_cache_tokens_recomputed_total", "counter",
+        "Prompt tokens whose KV was cached but lay behind the nearest checkpoint, so were computed again.",
+        std::to_string(c.tokens_recomputed));
     w.metric("mtp_prefix_cache_evictions_total", "counter", "Checkpoints evicted from the prefix cache.",
              std::to_string(c.evictions));
     w.metric("mtp_prefix_cache_restores_total", "counter", "Requests that resumed from a checkpoint.",

@@ -117,8 +117,8 @@ std::vector<int64_t> Server::Impl::message_positions(const GenerationParams& p, 
   if (starts.empty()) return out;
   // Byte offset of each token boundary (a BOS the tokenizer added is not in the text).
   size_t offset = 0, k = 0;
-  const bool added_bos = !tokens.empty() && tok.bos() && tokens[0] == *tok.bos() &&
-                         !text.starts_with(tok.piece(*tok.bos()));
+  const bool added_bos =
+      !tokens.empty() && tok.bos() && tokens[0] == *tok.bos() && !text.starts_with(tok.piece(*tok.bos()));
   for (size_t t = added_bos ? 1 : 0; t < tokens.size() && k < starts.size(); ++t) {
     while (k < starts.size() && starts[k] < offset) ++k;  // inside a token: no boundary there
     if (k < starts.size() && starts[k] == offset) out.push_back(static_cast<int64_t>(t)), ++k;

@@ -156,7 +156,8 @@ Status validate(ServeArgs& a) {
     return invalid_argument("--shutdown-timeout must be in 0..86400 s");
   const uint64_t mib = uint64_t{1} << 20;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  const uint64_t physical =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
   if (!a.cache_ram_mib) {
     a.cache_ram_bytes = 8192 * mib;
     if (physical > 0) a.cache_ram_bytes = std::min(a.cache_ram_bytes, physical / 4 / mib * mib);
@@ -169,7 +170,8 @@ Status validate(ServeArgs& a) {
     a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;
   }
   if (a.checkpoint_every < 0)
-    return invalid_argument("--cache-checkpoint-every must be >= 0 tokens (0: none), got ", a.checkpoint_every);
+    return invalid_argument("--cache-checkpoint-every must be >= 0 tokens (0: none), got ",
+                            a.checkpoint_every);
   return Status::Ok();
 }
 
@@ -257,7 +259,8 @@ void print_config(const server::Json& p, const std::string& model_id) {
     std::printf("  prefix cache: %lld MiB; checkpoints at prompt ends, generation ends, message starts",
                 static_cast<long long>(pc["ram_mib"].get<int64_t>()));
     if (pc["checkpoint_every"].get<int64_t>() > 0)
-      std::printf(" and every %lld prompt tokens", static_cast<long long>(pc["checkpoint_every"].get<int64_t>()));
+      std::printf(" and every %lld prompt tokens",
+                  static_cast<long long>(pc["checkpoint_every"].get<int64_t>()));
     std::printf("\n");
   } else {
     std::printf("  prefix cache: off\n");

@@ -44,17 +44,19 @@ inline std::unique_ptr<Engine> make_engine(const Model& model, const EngineOptio
 
 struct Generation {
   std::vector<int32_t> tokens;
+  std::vector<GeneratedToken> details;  // the same tokens with their logprobs (when asked)
   RequestTimings timings;
   FinishReason finish = FinishReason::kNone;
 };
 
-// Runs every request to completion on one engine (all submitted at once), returning them in order.
+// Runs every request to completion on one engine (all submitted at once, request i with options[i]),
+// returning them in order.
 inline std::vector<Generation> generate_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                                            const RequestOptions& ro) {
+                                            const std::vector<RequestOptions>& options) {
   std::vector<Generation> out(prompts.size());
   std::map<uint64_t, size_t> index;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto id = engine.submit(prompts[i], ro);
+    auto id = engine.submit(prompts[i], options[i]);
     EXPECT_TRUE(id.ok()) << id.status().message();
     if (!id.ok()) return out;
     index[*id] = i;
@@ -67,7 +69,10 @@ inline std::vector<Generation> generate_all(Engine& engine, const std::vector<st
     if (!s.ok()) break;
     for (const SlotEvent& e : events) {
       Generation& g = out[index.at(e.request_id)];
-      for (const GeneratedToken& t : e.tokens) g.tokens.push_back(t.id);
+      for (const GeneratedToken& t : e.tokens) {
+        g.tokens.push_back(t.id);
+        g.details.push_back(t);
+      }
       if (e.finish != FinishReason::kNone) {
         g.finish = e.finish;
         g.timings = e.timings;
@@ -75,6 +80,12 @@ inline std::vector<Generation> generate_all(Engine& engine, const std::vector<st
     }
   }
   return out;
+}
+
+// The same with one set of options for every request.
+inline std::vector<Generation> generate_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                            const RequestOptions& ro) {
+  return generate_all(engine, prompts, std::vector<RequestOptions>(prompts.size(), ro));
 }
 
 inline Generation generate(Engine& engine, const std::vector<int32_t>& prompt, const RequestOptions& ro) {

@@ -308,9 +308,10 @@ TEST(ApiTest, TimingsAndUsage) {
   EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 6);
   EXPECT_EQ(u["prompt_tokens_details"]["recomputed_tokens"], 2);
   t.cache.next_checkpoint = 12;
-  EXPECT_EQ(cache_summary(t),
-            "prompt 10 tokens, 6 from the prefix cache (restored in 0 ms); 8 were cached, but the checkpoint "
-            "nearest before 8 is at 6 (the next one is at 12): 2 recomputed");
+  EXPECT_EQ(
+      cache_summary(t),
+      "prompt 10 tokens, 6 from the prefix cache (restored in 0.00 ms); 8 were cached, but the checkpoint "
+      "nearest before 8 is at 6 (the next one is at 12): 2 recomputed");
   // Generated text that is not UTF-8 is replaced, never a failure.
   EXPECT_EQ(dump_json(Json{{"t", std::string("a\xff")}}), "{\"t\":\"a\xef\xbf\xbd\"}");
   EXPECT_EQ(sse_event(Json{{"a", 1}}), "data: {\"a\":1}\n\n");
@@ -354,18 +355,29 @@ TEST(ApiTest, MetricsTextFormat) {
     if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
     EXPECT_TRUE(std::regex_match(line, sample)) << line;
   }
-  for (const char* want :
-       {"mtp_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1", "mtp_prompt_tokens_total 10",
-        "mtp_generated_tokens_total 7", "mtp_draft_tokens_total 6", "mtp_draft_accepted_tokens_total 4",
-        "mtp_verify_rounds_total 1", "mtp_draft_accepted_at_position_total{position=\"2\"} 1",
-        "mtp_slots_busy 2", "mtp_queue_length 1", "mtp_steps_total{generating=\"4\"} 1",
-        "mtp_steps_drafting_slots_total{generating=\"1\"} 1",
-        "mtp_steps_drafting_slots_total{generating=\"4\"} 0", "mtp_step_seconds_bucket{le=\"0.005\"} 1",
-        "mtp_step_seconds_bucket{le=\"+Inf\"} 2", "mtp_step_seconds_count 2",
-        "mtp_requests_finished_total{reason=\"stop\"} 2", "mtp_prompt_tokens_cached_total 9",
-        "mtp_prefix_cache_lookups_total 2", "mtp_prefix_cache_tokens_hit_total 9",
-        "mtp_prefix_cache_bytes{kind=\"kv\"} 4096", "mtp_prefix_cache_bytes{kind=\"recurrent\"} 8192",
-        "mtp_prefix_cache_restores_total 1", "mtp_prefix_cache_restore_seconds_total 0.002"}) {
+  for (const char* want : {"mtp_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1",
+                           "mtp_prompt_tokens_total 10",
+                           "mtp_generated_tokens_total 7",
+                           "mtp_draft_tokens_total 6",
+                           "mtp_draft_accepted_tokens_total 4",
+                           "mtp_verify_rounds_total 1",
+                           "mtp_draft_accepted_at_position_total{position=\"2\"} 1",
+                           "mtp_slots_busy 2",
+                           "mtp_queue_length 1",
+                           "mtp_steps_total{generating=\"4\"} 1",
+                           "mtp_steps_drafting_slots_total{generating=\"1\"} 1",
+                           "mtp_steps_drafting_slots_total{generating=\"4\"} 0",
+                           "mtp_step_seconds_bucket{le=\"0.005\"} 1",
+                           "mtp_step_seconds_bucket{le=\"+Inf\"} 2",
+                           "mtp_step_seconds_count 2",
+                           "mtp_requests_finished_total{reason=\"stop\"} 2",
+                           "mtp_prompt_tokens_cached_total 9",
+                           "mtp_prefix_cache_lookups_total 2",
+                           "mtp_prefix_cache_tokens_hit_total 9",
+                           "mtp_prefix_cache_bytes{kind=\"kv\"} 4096",
+                           "mtp_prefix_cache_bytes{kind=\"recurrent\"} 8192",
+                           "mtp_prefix_cache_restores_total 1",
+                           "mtp_prefix_cache_restore_seconds_total 0.002"}) {
     EXPECT_NE(text.find(std::string(want) + "\n"), std::string::npos) << want << "\n" << text;
   }
 }

@@ -171,8 +171,9 @@ TEST(ServeTest, PrefixCacheAcrossTurns) {
     const int64_t p1 = r[0]["usage"]["prompt_tokens"];
     EXPECT_EQ(r[0]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     const Json said = r[0]["choices"][0]["message"];
-    Json turn2 = chat(Json::array({user("Hello there, model"),
-                                   Json{{"role", "assistant"}, {"content", said["content"]}}, user("Go on")}));
+    Json turn2 =
+        chat(Json::array({user("Hello there, model"),
+                          Json{{"role", "assistant"}, {"content", said["content"]}}, user("Go on")}));
     r.push_back(post_json(port, "/v1/chat/completions", turn2));
     // The same conversation with its last message edited: it resumes where that message begins.
     Json edited = turn2;
@@ -202,7 +203,8 @@ TEST(ServeTest, PrefixCacheAcrossTurns) {
     EXPECT_GT(metric(port, "mtp_prompt_tokens_cached_total"), 0);
   }
   for (size_t i = 0; i < replies[0].size(); ++i)
-    EXPECT_EQ(replies[1][i]["choices"][0]["message"], replies[0][i]["choices"][0]["message"]) << "request " << i;
+    EXPECT_EQ(replies[1][i]["choices"][0]["message"], replies[0][i]["choices"][0]["message"])
+        << "request " << i;
 }
 
 // 16 concurrent requests (greedy, and seeded sampling) give exactly the text each gives alone, with MTP off

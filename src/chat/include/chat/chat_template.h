@@ -56,7 +56,8 @@ class ChatTemplate {
   // Where the last `last_n` messages but the first begin in `prompt` (what render returned for `request`):
   // the byte length of the rendering of the messages before each, when `prompt` starts with it. The prefix
   // cache checkpoints there: agent traffic edits a history at message starts. Ascending.
-  std::vector<size_t> message_starts(const ChatRequest& request, std::string_view prompt, size_t last_n) const;
+  std::vector<size_t> message_starts(const ChatRequest& request, std::string_view prompt,
+                                     size_t last_n) const;
 
   // How to parse the reply to a prompt rendered from `request` (`prompt` is what render returned): whether
   // the output starts inside a reasoning block (the prompt ends with an open <think>), and whether tool

@@ -21,7 +21,7 @@ struct Gauges {
   int32_t slots_total = 0;
   int32_t slots_busy = 0;
   size_t queue_length = 0;
-  int32_t drafting_slots = 0;  // slots that drafted in the last step
+  int32_t drafting_slots = 0;             // slots that drafted in the last step
   std::optional<PrefixCacheStats> cache;  // after the last engine step; none without a prefix cache
 };
 
