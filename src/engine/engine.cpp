@@ -304,9 +304,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     s.n_rows = 0;
     const int64_t room = budget - batch.size();
     if (room <= 0) continue;
-    int64_t n = std::min(room, static_cast<int64_t>(s.prompt.size()) - s.prompt_done);
-    if (!s.plan.empty()) n = std::min(n, s.plan.front().first - s.prompt_done);  // a chunk ends at each
-    MTP_CHECK(n > 0, "prompt chunk of ", n, " rows");
+    const int64_t n = std::min(room, static_cast<int64_t>(s.prompt.size()) - s.prompt_done);
     if (!memory.ensure_positions(s.seq, s.prompt_done + n)) {
       // The shared pool is full: wait for other slots to finish, unless nothing else runs.
       continue;
@@ -317,6 +315,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       const int64_t p = s.prompt_done + i;
       batch.add(s.seq, p, s.prompt[static_cast<size_t>(p)], p + 1 == static_cast<int64_t>(s.prompt.size()));
     }
+    if (s.caching) capture_checkpoints(s);
     info.prompt_rows += n;
   }
   if (batch.size() == 0) {
@@ -402,10 +401,11 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     if (s.caching) {
       const auto h = hidden_rows(s.row0 + s.n_rows - 1, 1);
       s.last_hidden.assign(h.begin(), h.end());
-      if (!s.plan.empty() && s.plan.front().first == s.prompt_done) {
-        take_checkpoint(s, s.plan.front().second);
-        s.plan.erase(s.plan.begin());
+      for (const auto& [index, row] : s.captured) {
+        const auto hc = hidden_rows(row, 1);
+        s.checkpoints[index].hidden.assign(hc.begin(), hc.end());
       }
+      s.captured.clear();
     }
     if (s.prompt_done < static_cast<int64_t>(s.prompt.size())) continue;
     start_generating(s, out.logits_of(s.row0 + s.n_rows - 1).first(static_cast<size_t>(n_sample)), events);

@@ -45,26 +45,39 @@ void Engine::Impl::plan_checkpoints(Slot& s) {
     for (int64_t p = (s.restored / every + 1) * every; p < n; p += every)
       plan.emplace_back(p, CheckpointKind::kInterval);
   if (n > s.restored) plan.emplace_back(n, CheckpointKind::kPromptEnd);
-  // By position; of two at one position the message start (listed first) stays.
+  // By position; of two at one position the message start (listed first) stays, and one too close to its
+  // neighbours goes.
   std::stable_sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  plan.erase(
-      std::unique(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-      plan.end());
+  const int64_t gap = std::max<int64_t>(1, opt.cache.checkpoint_min_gap);
+  std::vector<std::pair<int64_t, CheckpointKind>> kept;
+  int64_t last = s.restored;
+  for (const auto& c : plan) {
+    const bool end = c.second == CheckpointKind::kPromptEnd;
+    if (!end && (c.first - last < gap || n - c.first < gap)) continue;
+    kept.push_back(c);
+    last = c.first;
+  }
+  plan = std::move(kept);
 }
 
-void Engine::Impl::take_checkpoint(Slot& s, CheckpointKind kind) {
-  Checkpoint c;
-  c.pos = memory.seq_pos(s.seq);
-  c.kind = kind;
-  c.state = memory.new_state();
-  if (c.state.empty()) {
-    log_warn("prefix cache: no memory for a checkpoint of ", memory.state_bytes(), " bytes at position ",
-             c.pos);
-    return;
+void Engine::Impl::capture_checkpoints(Slot& s) {
+  const int64_t end = s.prompt_done + s.n_rows;  // the chunk holds positions prompt_done..end-1
+  while (!s.plan.empty() && s.plan.front().first <= end) {
+    Checkpoint c;
+    c.pos = s.plan.front().first;
+    c.kind = s.plan.front().second;
+    s.plan.erase(s.plan.begin());
+    c.state = memory.new_state();
+    if (c.state.empty()) {
+      log_warn("prefix cache: no memory for a checkpoint of ", memory.state_bytes(), " bytes at position ",
+               c.pos);
+      continue;
+    }
+    const int64_t row = s.row0 + (c.pos - 1 - s.prompt_done);  // the state after token pos-1
+    batch.rows[static_cast<size_t>(row)].capture = c.state.data();
+    s.captured.emplace_back(s.checkpoints.size(), row);
+    s.checkpoints.push_back(std::move(c));
   }
-  memory.save_state(s.seq, c.state, &pool);
-  c.hidden = s.last_hidden;
-  s.checkpoints.push_back(std::move(c));
 }
 
 void Engine::Impl::publish(Slot& s) {

@@ -38,6 +38,7 @@ struct Slot {
   std::vector<float> last_hidden;
   std::vector<std::pair<int64_t, CheckpointKind>> plan;
   std::vector<Checkpoint> checkpoints;
+  std::vector<std::pair<size_t, int64_t>> captured;  // this step: (checkpoint, batch row) to take hiddens from
   // This step:
   std::vector<int32_t> drafted;
   int64_t row0 = 0, n_rows = 0;
@@ -146,7 +147,9 @@ struct Engine::Impl {
   // Prefix cache (engine_cache.cpp).
   void restore_prefix(Slot& s);
   void plan_checkpoints(Slot& s);
-  void take_checkpoint(Slot& s, CheckpointKind kind);
+  // The planned checkpoints inside the slot's prompt chunk of this step (its rows s.row0..): each captures
+  // the state after its row as the forward pass computes it.
+  void capture_checkpoints(Slot& s);
   void publish(Slot& s);
 
   Status run_step(std::vector<SlotEvent>& events, StepInfo& info);

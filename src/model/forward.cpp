@@ -377,12 +377,17 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
       }
       kernels::silu(y, y, nc);
     }
+    const int64_t state_stride = mem.conv_floats() + mem.ssm_floats();
     for (int64_t t = 0; t < m; ++t) {
       const int32_t plane = t + 1 == m ? live : sg.snap[t];
-      if (plane < 0) continue;
-      float* out = mem.conv_state(sg.seq, plane, gi);
-      for (int64_t i = 0; i < n_prev; ++i)
-        std::memcpy(out + i * cd + c0, hist + (t + 1 + i) * nc, sizeof(float) * nc);
+      float* const outs[2] = {
+          plane < 0 ? nullptr : mem.conv_state(sg.seq, plane, gi),
+          sg.capture.empty() || sg.capture[t] == nullptr ? nullptr : sg.capture[t] + gi * state_stride};
+      for (float* out : outs) {
+        if (out == nullptr) continue;
+        for (int64_t i = 0; i < n_prev; ++i)
+          std::memcpy(out + i * cd + c0, hist + (t + 1 + i) * nc, sizeof(float) * nc);
+      }
     }
   });
 
@@ -418,6 +423,9 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
       const int64_t row = sg.rows[t];
       const float* y = u + row * cd;
       float* snapshot = sg.snap[t] < 0 ? nullptr : mem.ssm_state(sg.seq, sg.snap[t], gi) + j * d * d;
+      if (!sg.capture.empty() && sg.capture[t] != nullptr)
+        snapshot =
+            sg.capture[t] + gi * (mem.conv_floats() + mem.ssm_floats()) + mem.conv_floats() + j * d * d;
       steps.push_back({state, state, y + key_dim + kh * d, y + kh * d, y + 2 * key_dim + j * d,
                        b[row * h_v + j], std::exp(al[row * h_v + j]), o + row * value_dim + j * d, snapshot});
     }
@@ -692,6 +700,12 @@ Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out
     sg.snap.assign(static_cast<size_t>(m), -1);
     for (int64_t t = first_snap - 1; t + 1 < m; ++t)
       sg.snap[t] = static_cast<int32_t>((live + 1 + (t - (first_snap - 1))) % planes);
+    // A captured row's state goes to its buffer instead of a plane (the batch cannot be rolled back to it).
+    sg.capture.assign(static_cast<size_t>(m), nullptr);
+    for (int64_t t = 0; t < m; ++t) {
+      sg.capture[t] = batch.rows[sg.rows[t]].capture;
+      if (sg.capture[t] != nullptr) sg.snap[t] = -1;
+    }
   }
 
   for (int64_t r = 0; r < p.n; ++r)

@@ -39,7 +39,8 @@ struct ActCache {
 struct SeqGroup {
   int32_t seq = 0;
   std::vector<int32_t> rows;
-  std::vector<int32_t> snap;  // per row: the plane that gets a copy of the state after it, or -1
+  std::vector<int32_t> snap;    // per row: the plane that gets a copy of the state after it, or -1
+  std::vector<float*> capture;  // per row: a GdnState buffer that gets it instead (BatchRow::capture)
 };
 
 struct Workspace {

@@ -58,6 +58,7 @@ struct ServeArgs {
   // of physical memory), --cache-checkpoint-every N tokens.
   std::optional<int64_t> cache_ram_mib;
   int64_t checkpoint_every = 4096;
+  int64_t checkpoint_min_gap = 64;
   uint64_t cache_ram_bytes = 0;  // resolved by validate()
   // Defaults of requests.
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
@@ -169,6 +170,8 @@ Status validate(ServeArgs& a) {
   } else {
     a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;
   }
+  if (a.checkpoint_min_gap < 1)
+    return invalid_argument("--cache-checkpoint-min-gap must be >= 1 token, got ", a.checkpoint_min_gap);
   if (a.checkpoint_every < 0)
     return invalid_argument("--cache-checkpoint-every must be >= 0 tokens (0: none), got ",
                             a.checkpoint_every);
@@ -218,6 +221,7 @@ server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads
   p["prefix_cache"] = Json{{"enabled", eo.cache.ram_bytes > 0},
                            {"ram_mib", eo.cache.ram_bytes >> 20},
                            {"checkpoint_every", eo.cache.checkpoint_every},
+                           {"checkpoint_min_gap", eo.cache.checkpoint_min_gap},
                            {"block_size", eo.kv_block_size}};
   p["compatibility_notices"] = a.notices;
   return p;
@@ -310,6 +314,7 @@ int serve(ServeArgs& a) {
   eo.n_sample = tok->n_tokens();
   eo.cache.ram_bytes = a.cache_ram_bytes;
   eo.cache.checkpoint_every = a.checkpoint_every;
+  eo.cache.checkpoint_min_gap = a.checkpoint_min_gap;
   auto engine = Engine::create(*model, eo, pool);
   if (!engine.ok()) return fail(engine.status());
   server::EngineBackend backend(**engine);
@@ -483,6 +488,10 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
   cmd.add_option("--cache-checkpoint-every,--checkpoint-every", a->checkpoint_every,
                  "Checkpoint the recurrent state every N tokens of a long prompt (0: only prompt ends, "
                  "generation ends and message starts)")
+      ->capture_default_str();
+  cmd.add_option("--cache-checkpoint-min-gap", a->checkpoint_min_gap,
+                 "Skip a message-start or interval checkpoint closer than N tokens to another one, to the "
+                 "resumed position or to the prompt's end")
       ->capture_default_str();
   cmd.add_flag("--log-requests", a->log_requests,
                "One line per response on stderr, and one per request on what the prefix cache reused");

@@ -24,6 +24,7 @@ EngineOptions cache_options(bool spec, uint64_t ram_bytes, int32_t slots = 1) {
   eo.draft.n_max = 3;
   eo.cache.ram_bytes = ram_bytes;
   eo.cache.checkpoint_every = 0;
+  eo.cache.checkpoint_min_gap = 1;
   return eo;
 }
 
@@ -243,6 +244,12 @@ TEST_F(PrefixCacheTest, MessageAndIntervalCheckpoints) {
   EXPECT_EQ(r.timings.cache.matched, 55);
   EXPECT_EQ(r.timings.cache.next_checkpoint, 64);
   EXPECT_TRUE(same(r, generate(*cold, edited, greedy(10))));
+  // With a minimum gap of 12, the ones closer than that to the start, to the previous one or to the end go.
+  eo.cache.checkpoint_min_gap = 12;
+  auto sparse = engine(eo);
+  ro.checkpoints = {5, 21, 30, 50, 85};
+  generate(*sparse, p, ro);
+  EXPECT_EQ(sparse->prefix_cache()->checkpoints_on("", p), (std::vector<int64_t>{21, 50, 64, 90}));
 }
 
 // cache_prompt = false neither reuses nor leaves anything; namespaces (cache_salt) never share.

@@ -387,5 +387,73 @@ TEST(Memory, ErrorsAndBlockSharing) {
   EXPECT_EQ(forward(model, b, mem, out, pool).code(), StatusCode::kInvalidArgument);
 }
 
+// BatchRow::capture: the state after a row inside a chunk is the state a chunk ending there leaves, bit for
+// bit, and the batch can no longer be rolled back to that row.
+TEST(Memory, CapturedStateEqualsTheStateOfAChunkEndingThere) {
+  Model model = load(fixtures().tiny_mtp);
+  ThreadPool pool(2);
+  const std::vector<int32_t> toks = tokens(30, model.config().n_vocab, 4);
+  Memory whole = make_memory(model), part = make_memory(model);
+  const int32_t a = *whole.seq_create(), b = *part.seq_create();
+  GdnState at10 = whole.new_state(), at30 = whole.new_state();
+  Batch batch;
+  Outputs out;
+  for (int64_t i = 0; i < 30; ++i) batch.add(a, i, toks[static_cast<size_t>(i)], i >= 26);
+  batch.rows[9].capture = at10.data();
+  batch.rows[29].capture = at30.data();
+  ASSERT_TRUE(forward(model, batch, whole, out, pool).ok());
+  GdnState live = whole.new_state();
+  whole.save_state(a, live);
+  EXPECT_EQ(std::memcmp(live.data(), at30.data(), live.bytes()), 0);
+  EXPECT_TRUE(whole.rollback(a, 28).ok());  // rows 26-29 ask for logits: snapshot rows
+  batch.clear();
+  for (int64_t i = 0; i < 10; ++i) batch.add(b, i, toks[static_cast<size_t>(i)], false);
+  ASSERT_TRUE(forward(model, batch, part, out, pool).ok());
+  GdnState want = part.new_state();
+  part.save_state(b, want);
+  EXPECT_EQ(std::memcmp(want.data(), at10.data(), want.bytes()), 0);
+}
+
+// Shared blocks: a sequence attached to another's blocks reads them, and its first write copies the block
+// it writes into (the rows before the write position), leaving the donor's rows as they were.
+TEST(Memory, AttachedBlocksAreCopiedOnWrite) {
+  Model model = load(fixtures().tiny_mtp);
+  ThreadPool pool(1);
+  Memory mem = make_memory(model, 3, 256);
+  const int32_t donor = *mem.seq_create(), s = *mem.seq_create(), cold = *mem.seq_create();
+  const std::vector<int32_t> toks = tokens(40, model.config().n_vocab, 6);
+  const auto want = run_engine(model, mem, cold, toks, 40, pool);
+  run_engine(model, mem, donor, std::vector<int32_t>(toks.begin(), toks.begin() + 20), 20, pool);
+  GdnState state = mem.new_state();
+  mem.save_state(donor, state);
+  const std::vector<int32_t> blocks = mem.seq(donor).blocks;
+  const int64_t bs = mem.options().block_size;
+  ASSERT_EQ(static_cast<int64_t>(blocks.size()), (20 + bs - 1) / bs);
+  std::vector<uint8_t> donor_row(mem.kv_head_bytes(0));
+  std::memcpy(donor_row.data(), mem.kv_head_row(donor, 0, 0, 19, 0), donor_row.size());
+  EXPECT_FALSE(mem.seq_attach(s, blocks, 40, 0, 0).ok());  // the blocks do not cover 40 positions
+  ASSERT_TRUE(mem.seq_attach(s, blocks, 18, 0, 0).ok());
+  EXPECT_EQ(mem.block_refs(blocks.back()), 2);
+  // The recurrent state after 18 tokens, from a scratch memory.
+  GdnState at18 = mem.new_state();
+  {
+    Memory scratch = make_memory(model);
+    const int32_t q = *scratch.seq_create();
+    run_engine(model, scratch, q, std::vector<int32_t>(toks.begin(), toks.begin() + 18), 18, pool);
+    scratch.save_state(q, at18);
+  }
+  mem.restore_state(s, at18);
+  std::vector<std::vector<float>> rest;
+  Batch batch;
+  Outputs out;
+  for (int64_t i = 18; i < 40; ++i) batch.add(s, i, toks[static_cast<size_t>(i)], true);
+  ASSERT_TRUE(forward(model, batch, mem, out, pool).ok());
+  for (int64_t r = 0; r < batch.size(); ++r)
+    rest.emplace_back(out.logits_of(r).begin(), out.logits_of(r).end());
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], want[18 + i]) << "position " << 18 + i;
+  EXPECT_EQ(mem.block_refs(blocks.back()), 1);  // s holds a copy now
+  EXPECT_EQ(std::memcmp(donor_row.data(), mem.kv_head_row(donor, 0, 0, 19, 0), donor_row.size()), 0);
+}
+
 }  // namespace
 }  // namespace mtp

@@ -159,10 +159,10 @@ TEST(ServeTest, PrefixCacheAcrossTurns) {
   auto user = [](const std::string& text) { return Json{{"role", "user"}, {"content", text}}; };
   Json turn1 = chat(Json::array({user("Hello there, model")}));
   std::vector<Json> replies[2];
-  for (const char* cache : {"--cache-ram 0", "--cache-ram 64"}) {
+  for (const char* cache : {"--cache-ram 0", "--cache-ram 64 --cache-checkpoint-min-gap 1"}) {
     ServerProcess srv(kModel + " -np 2 --spec mtp " + cache);
     const int port = srv.port();
-    const bool on = std::string(cache) != "--cache-ram 0";
+    const bool on = std::string(cache) != "--cache-ram 0";  // every message start checkpointed
     EXPECT_NE(srv.banner().find(on ? "prefix cache: 64 MiB" : "prefix cache: off"), std::string::npos)
         << srv.banner();
     EXPECT_EQ(Json::parse(http_get(port, "/props").body)["prefix_cache"]["enabled"], on);
@@ -429,7 +429,8 @@ TEST(ServeTest, FlagErrors) {
   for (const char* bad :
        {"--draft-vocab 64", "--spec mtp --draft-vocab-file ids.txt", "--spec mtp --draft-vocab -1",
         "--cache-type-k q3", "--queue 100000", "--shutdown-timeout 1e300", "--chat-template-kwargs '[1]'",
-        "--chat-template-kwargs '{\"enable_thinking\": true}' --reasoning off"}) {
+        "--chat-template-kwargs '{\"enable_thinking\": true}' --reasoning off", "--cache-ram -5",
+        "--cache-checkpoint-every -1", "--cache-checkpoint-min-gap 0"}) {
     r = run_mtp(std::string("serve -m models/no-such-file.gguf ") + bad, true);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_EQ(r.output.find("no-such-file"), std::string::npos) << bad << ": " << r.output;

@@ -13,8 +13,9 @@
 //      (Memory::rollback), tells the drafter the kept rows, and reports the new tokens.
 //
 // With a prefix cache (EngineOptions::cache), a request starts from the deepest checkpoint of its prompt's
-// longest cached prefix (restored at submit), its prompt chunks end at the positions it checkpoints, and
-// when it ends its committed state (KV blocks, the recurrent state, the MTP rows) goes into the cache.
+// longest cached prefix (restored at submit), the forward pass captures the recurrent state at the prompt
+// positions it checkpoints (BatchRow::capture), and when it ends its committed state (KV blocks, the
+// recurrent state, the MTP rows) goes into the cache.
 // Outputs are bitwise the same with and without the cache: every row is computed as it would be cold.
 #pragma once
 

@@ -40,6 +40,11 @@ struct PrefixCacheOptions {
   // 1,600 positions: 4096 keeps checkpoints under half of a long prompt's KV and bounds what an edit deep in
   // it recomputes to 4096 tokens.
   int64_t checkpoint_every = 4096;
+  // A message-start or interval checkpoint closer than this to the position a request resumed from, to the
+  // prompt's end or to the checkpoint before it is not taken: it would save almost nothing over its
+  // neighbour (in chat traffic a message starts two tokens after the previous reply ends) and cost a whole
+  // recurrent state.
+  int64_t checkpoint_min_gap = 64;
 };
 
 enum class CheckpointKind : uint8_t { kInterval, kMessage, kPromptEnd, kGenerationEnd };

@@ -18,6 +18,10 @@ struct BatchRow {
   int64_t pos = 0;
   int32_t token = 0;
   bool logits = false;  // compute this row's logits
+  // Trunk rows: when set, the recurrent state after this row is also written here, laid out as a GdnState
+  // (Memory::state_floats() floats), as the delta rule computes it: a prefix-cache checkpoint inside a
+  // prompt chunk, with no chunk split and no extra copy.
+  float* capture = nullptr;
 };
 
 struct Batch {
