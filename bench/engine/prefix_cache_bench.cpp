@@ -1,7 +1,8 @@
 // The prefix cache's own costs at a model shape's widths (issue 26): copying a checkpoint in (a prefill
 // checkpoint) and back (a hit), moving the live state out (a request's end), the copy-on-write of the block
-// a hit resumes in, and a lookup; plus what a cached conversation weighs. No weights are needed: the costs
-// are the Memory's.
+// a hit resumes in, and a lookup; and the sizes a cached conversation is made of (a checkpoint, a position's
+// KV). No weights are needed: the costs are the Memory's. What a real session holds: multi_turn_bench
+// prints it from /metrics.
 //
 //   prefix_cache_bench [--shape 35b-a3b] [--layers N] [--threads N] [--reps 20] [--cache-type f32|f16|q8_0]
 #include <algorithm>
@@ -120,16 +121,6 @@ int run(const std::string& shape, int64_t layers, int threads, int reps, const s
       if (hit.pos != 32768) return 1;
     }
     std::printf("lookup of a 32K-token prompt   %7.3f ms\n", median(look));
-  }
-  const double kv_per_token = static_cast<double>(mem->block_bytes()) / static_cast<double>(mo.block_size);
-  for (int64_t tokens : {8192, 32768}) {
-    // A session's tip checkpoints (its last prompt end and generation end), one every 4096 tokens, and the
-    // KV of its tokens.
-    const int64_t ckpts = 2 + tokens / 4096;
-    std::printf("a cached %lldK-token conversation: KV %.0f MiB + %lld checkpoints %.0f MiB = %.0f MiB\n",
-                static_cast<long long>(tokens / 1024), kv_per_token * static_cast<double>(tokens) / mib,
-                static_cast<long long>(ckpts), state_mib * static_cast<double>(ckpts),
-                kv_per_token * static_cast<double>(tokens) / mib + state_mib * static_cast<double>(ckpts));
   }
   return 0;
 }
