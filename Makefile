@@ -44,6 +44,7 @@ run: build
 	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "The quick brown fox" -n 96 --spec mtp --draft-max 3
 
 unit-test: build
+	@./$(BUILD)/tests/kernels/kernels_test --gtest_filter=Isa.LevelsThisHostTests | grep '^kernel levels'
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.

@@ -1,7 +1,8 @@
 // Matmul benchmark: STREAM-style copy bandwidth, decode-sized products (1..8 rows) against the memory
 // bandwidth, the cost of extra rows relative to one row, and prompt-sized GMAC/s.
 //
-//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avx512] [--no-head] [--gemm-only]
+//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avxvnni|avx512] [--no-head]
+//   [--gemm-only]
 //                 [--pool-mb N] [--packed]
 //
 // --packed: weights in the load-time packed layout (kernels/pack.h) where the type has one, as the engine
@@ -191,12 +192,8 @@ int main(int argc, char** argv) {
         pos = comma + 1;
       }
     } else if (a == "--isa" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      const kernels::Isa isa = v == "scalar" ? kernels::Isa::kScalar
-                               : v == "avx2" ? kernels::Isa::kAvx2
-                                             : kernels::Isa::kAvx512;
-      if (!kernels::set_active_isa(isa)) {
-        std::fprintf(stderr, "this CPU cannot run %s\n", v.c_str());
+      if (const std::string error = kernels::set_level(argv[++i]); !error.empty()) {
+        std::fprintf(stderr, "kernels_bench: --isa %s\n", error.c_str());
         return 2;
       }
     } else if (a == "--packed") {
@@ -204,14 +201,16 @@ int main(int argc, char** argv) {
     } else if (a == "--pool-mb" && i + 1 < argc) {
       pool_mb = std::stoll(argv[++i]);
     } else {
-      std::fprintf(stderr,
-                   "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avx512] [--no-head] [--gemm-only] "
-                   "[--pool-mb N] [--packed]\n");
+      std::fprintf(
+          stderr,
+          "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avxvnni|avx512] [--no-head] [--gemm-only] "
+          "[--pool-mb N] [--packed]\n");
       return 2;
     }
   }
   ThreadPool tp2(2);
-  std::printf("kernels_bench: isa %s (best %s)\n", kernels::isa_name(kernels::active_isa()),
+  std::printf("kernels_bench: isa %s%s (best %s)\n", kernels::isa_name(kernels::active_isa()),
+              kernels::active_isa() == kernels::Isa::kAvx2 && kernels::avx_vnni_active() ? " + avx-vnni" : "",
               kernels::isa_name(kernels::best_isa()));
   const int64_t n_stream = 512ll << 20;  // bytes per array
   const double bw1 = bench::stream_copy_gbs(nullptr, n_stream);

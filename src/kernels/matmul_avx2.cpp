@@ -95,29 +95,6 @@ T2 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& 
 
 // ---- 256-element super-block types with Q8_K activations; chunk j = elements 32j .. 32j+31 ----
 
-struct DecIQ4_XS {
-  static constexpr int kBytes = sizeof(BlockIQ4_XS);
-  static constexpr bool kHasMin = false;
-  const uint8_t* qs;
-  float d, dmin = 0.0f;
-  float ls[8];
-  __m256i mins16 = {};
-  T2 explicit DecIQ4_XS(const uint8_t* blk) {
-    const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
-    qs = b->qs;
-    d = h2f(b->d);
-    const unsigned sh = b->scales_h;
-    for (int ib = 0; ib < 8; ++ib) {
-      const int v = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4);
-      ls[ib] = static_cast<float>(v - 32);
-    }
-  }
-  T2 __m256i vals(int j) const {
-    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * j)), kIq4nlValues);
-  }
-  T2 __m256 scales(int j) const { return _mm256_set1_ps(ls[j]); }
-};
-
 template <bool kFive>
 struct DecQ45_K {
   static constexpr int kBytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
@@ -303,7 +280,8 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
   s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
-  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = q8_k_rows<DecIQ4_XS>;
+  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx2_iq4xs_rows();
+  s.packed[static_cast<int>(GgmlType::IQ4_XS)] = avx2_iq4xs_packed();
   return s;
 }
 

@@ -11,6 +11,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define MTP_HAVE_X86_SIMD 1
 #define MTP_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define MTP_TARGET_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define MTP_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define MTP_TARGET_AVX512_VBMI \
@@ -71,6 +72,9 @@ const KernelSet& avx2_kernels();    // empty set where not compiled
 const KernelSet& avx512_kernels();  // empty set where not compiled
 const KernelSet& kernels_for(Isa isa);
 
+// matmul_avx2_iq4xs.cpp (nullptr where not compiled).
+RowDotFn avx2_iq4xs_rows();
+TileFn avx2_iq4xs_packed();
 // matmul_avx512_iq4xs.cpp (nullptr where not compiled).
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();

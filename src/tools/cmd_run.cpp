@@ -19,6 +19,7 @@
 #include "command.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "kernels/isa.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
@@ -101,10 +102,12 @@ Status run_engine(const RunArgs& a, const KvCacheTypes& kv, const Model& model, 
   std::fputc('\n', stdout);
   std::fflush(stdout);
   const double prompt_s = timings.prompt_ms / 1e3, gen_s = timings.gen_ms / 1e3;
-  std::fprintf(
-      stderr, "prompt: %lld tokens in %.3f s (%.2f tok/s); generation: %lld tokens in %.3f s (%.2f tok/s)\n",
-      static_cast<long long>(timings.n_prompt), prompt_s, per_second(timings.n_prompt, prompt_s),
-      static_cast<long long>(timings.n_generated), gen_s, per_second(timings.n_generated - 1, gen_s));
+  std::fprintf(stderr,
+               "prompt: %lld tokens in %.3f s (%.2f tok/s); generation: %lld tokens in %.3f s (%.2f tok/s); "
+               "kernels %s\n",
+               static_cast<long long>(timings.n_prompt), prompt_s, per_second(timings.n_prompt, prompt_s),
+               static_cast<long long>(timings.n_generated), gen_s, per_second(timings.n_generated - 1, gen_s),
+               kernels::kernels_summary());
   if (eo.spec == SpecType::kMtp)
     std::fprintf(stderr, "statistics draft-mtp: %s\n", timings.spec.summary().c_str());
   return Status::Ok();

@@ -22,14 +22,11 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "engine/engine.h"
+#include "kernels/isa.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "spec_args.h"
 #include "tokenizer/tokenizer.h"
-
-#ifndef MTP_VERSION
-#define MTP_VERSION "0.0.0"
-#endif
 
 namespace mtp::tools {
 namespace {
@@ -208,6 +205,7 @@ server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads
   p["n_ubatch"] = a.n_ubatch;
   p["n_batch_rows_per_step"] = eo.n_batch;
   p["threads"] = threads;
+  p["kernels"] = kernels::kernels_summary();
   p["host"] = a.host;
   p["api_key"] = !a.api_key.empty();
   p["speculative"] = spec;
@@ -231,11 +229,13 @@ void print_config(const server::Json& p, const std::string& model_id) {
   const server::Json& s = p["speculative"];
   std::printf("mtp serve: %s (%s)\n", p["model_path"].get<std::string>().c_str(), model_id.c_str());
   std::printf(
-      "  slots %d, context %lld tokens (shared), %lld rows per step (-b %lld, -ub %lld), %d threads\n",
+      "  slots %d, context %lld tokens (shared), %lld rows per step (-b %lld, -ub %lld), %d threads, kernels "
+      "%s\n",
       p["total_slots"].get<int>(), static_cast<long long>(p["n_ctx"].get<int64_t>()),
       static_cast<long long>(p["n_batch_rows_per_step"].get<int64_t>()),
       static_cast<long long>(p["n_batch"].get<int64_t>()),
-      static_cast<long long>(p["n_ubatch"].get<int64_t>()), p["threads"].get<int>());
+      static_cast<long long>(p["n_ubatch"].get<int64_t>()), p["threads"].get<int>(),
+      p["kernels"].get<std::string>().c_str());
   std::printf("  speculative: %s", s["type"].get<std::string>().c_str());
   if (s["type"] == "draft-mtp") {
     std::printf(", n_max %d, n_min %d, p_min %.3g, policy %s, max drafting slots %s", s["n_max"].get<int>(),

@@ -4,10 +4,7 @@
 #include <vector>
 
 #include "command.h"
-
-#ifndef MTP_VERSION
-#define MTP_VERSION "0.0.0"
-#endif
+#include "kernels/isa.h"
 
 namespace mtp::tools {
 
@@ -20,8 +17,14 @@ int report_error(const std::string& command, const Status& status) {
 
 int main(int argc, char** argv) {
   using namespace mtp::tools;
+  // MTP_ISA (kernels/isa.h) asks for a kernel level; one this CPU lacks is an error, not a silent fallback.
+  if (const std::string error = mtp::kernels::isa_env_error(); !error.empty()) {
+    std::fprintf(stderr, "mtp: %s\n", error.c_str());
+    return kExitUsageError;
+  }
   CLI::App app{"mtp: multi-token-prediction toolkit for qwen35moe GGUF models", "mtp"};
-  app.set_version_flag("--version", std::string("mtp ") + MTP_VERSION);
+  app.set_version_flag("--version",
+                       std::string("mtp ") + MTP_VERSION + ", kernels " + mtp::kernels::kernels_summary());
   app.require_subcommand(1);
   app.fallthrough(false);
 

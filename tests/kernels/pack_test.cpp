@@ -99,7 +99,8 @@ std::vector<float> activations(int64_t rows, int64_t n_in) {
 
 TEST_P(PackTypes, PackedMatmulBitwiseEqualsRowFormat) {
   const GgmlType type = GetParam();
-  for (int64_t n_in : {256, 2048}) {
+  // 4608 inputs: 18 super-blocks, more than the AVX2 packed kernel sums per chunk.
+  for (int64_t n_in : {256, 2048, 4608}) {
     const int64_t n_out = 64, rows = 23;
     for (Pattern wp : {Pattern::kGaussian, Pattern::kLarge, Pattern::kSpikes}) {
       const test::QuantMatrix m = test::make_matrix(type, test::make_values(wp, n_out, n_in, 3), n_in, n_out);
@@ -109,9 +110,12 @@ TEST_P(PackTypes, PackedMatmulBitwiseEqualsRowFormat) {
         IsaScope scope(isa);
         PreparedActivations acts;
         acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
-        // The IQ4_XS decode kernel with and without VBMI's nibble lookup (where the CPU has it).
+        // The IQ4_XS decode kernel with and without VBMI's nibble lookup, and the AVX2 one with and without
+        // AVX-VNNI (where the CPU has them).
         for (bool vbmi : {true, false}) {
           const bool was = kernels::detail::set_vbmi_enabled(vbmi);
+          const bool was_vnni = kernels::avx_vnni_active();
+          if (!kernels::set_avx_vnni(vbmi)) kernels::set_avx_vnni(false);
           for (int64_t batch : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 23}) {
             std::vector<int32_t> list;
             for (int64_t i = 0; i < batch; ++i) list.push_back(static_cast<int32_t>((5 * i + 2) % rows));
@@ -121,9 +125,11 @@ TEST_P(PackTypes, PackedMatmulBitwiseEqualsRowFormat) {
             kernels::matmul_range(p.view, acts, list.data(), batch, 32, n_out, got.data(), n_out);
             ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
                 << isa_name(isa) << " n_in " << n_in << " " << test::pattern_name(wp) << " batch " << batch
-                << (kernels::detail::vbmi_active() ? " vbmi" : "");
+                << (kernels::detail::vbmi_active() ? " vbmi" : "")
+                << (kernels::avx_vnni_active() ? " vnni" : "");
           }
           kernels::detail::set_vbmi_enabled(was);
+          kernels::set_avx_vnni(was_vnni);
         }
       }
     }

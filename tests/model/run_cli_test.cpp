@@ -1,10 +1,12 @@
 // `mtp run` and `mtp tokenize` as a user runs them, on the bundled example model.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "../gguf/test_util.h"
 #include "../tools/cli_util.h"
+#include "kernels/isa.h"
 
 namespace mtp {
 namespace {
@@ -48,6 +50,42 @@ TEST(RunCli, GeneratesNTokensAndDumpsEveryPositionsLogits) {
   EXPECT_NE(r.output.find("tok/s"), std::string::npos) << r.output;
   const auto bytes = testing::read_bytes(dir.file("logits.bin"));
   EXPECT_EQ(bytes.size(), (n_prompt + n) * kExampleVocab * sizeof(float));
+}
+
+// MTP_ISA in the environment starts the kernels at a lower level; the run's summary line and --version name
+// the kernels that run. A name not known, or a level this CPU lacks, is a usage error naming what it has.
+TEST(RunCli, MtpIsaPicksTheKernelsTheSummaryNames) {
+  struct EnvScope {
+    ~EnvScope() { unsetenv("MTP_ISA"); }
+  } scope;
+  const std::string cmd = "run -m models/example.gguf -p 'Once upon a time' -n 4 --ignore-eos -t 1";
+  setenv("MTP_ISA", "scalar", 1);
+  auto s = run_mtp(cmd, true);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NE(s.output.find("; kernels scalar\n"), std::string::npos) << s.output;
+  EXPECT_NE(run_mtp("--version").output.find(", kernels scalar\n"), std::string::npos);
+  if (kernels::isa_supported(kernels::Isa::kAvx2)) {
+    setenv("MTP_ISA", "avx2", 1);
+    auto a = run_mtp(cmd, true);
+    EXPECT_NE(a.output.find("; kernels avx2\n"), std::string::npos) << a.output;  // plain: AVX-VNNI off
+  }
+  setenv("MTP_ISA", "avx9", 1);
+  auto b = run_mtp(cmd, true);
+  EXPECT_EQ(b.exit_code, 2) << b.output;
+  EXPECT_EQ(b.output, "mtp: MTP_ISA=avx9: not one of scalar, avx2, avxvnni, avx512\n");
+  // A level above the CPU's: avx512 on an AVX2 host, avxvnni on one without AVX-VNNI.
+  const char* lacking = !kernels::isa_supported(kernels::Isa::kAvx512) ? "avx512"
+                        : !kernels::avx_vnni_supported()               ? "avxvnni"
+                                                                       : nullptr;
+  if (lacking != nullptr) {
+    setenv("MTP_ISA", lacking, 1);
+    auto c = run_mtp(cmd, true);
+    EXPECT_EQ(c.exit_code, 2) << c.output;
+    EXPECT_NE(c.output.find(std::string("mtp: MTP_ISA=") + lacking + ": this CPU lacks it (it has scalar"),
+              std::string::npos)
+        << c.output;
+    EXPECT_EQ(c.output.find('\n'), c.output.size() - 1) << c.output;
+  }
 }
 
 TEST(RunCli, GreedyAndSeededSamplingAreDeterministic) {

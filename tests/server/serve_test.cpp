@@ -97,6 +97,14 @@ TEST(ServeTest, SeedCommandLineAndProps) {
   EXPECT_EQ(props["reasoning"], "off");
   EXPECT_EQ(props["chat_template_kwargs"], Json({{"preserve_thinking", true}}));
   EXPECT_GE(props["compatibility_notices"].size(), 5u);
+  // One version and one kernel summary: `mtp --version` prints "mtp VERSION, kernels SUMMARY".
+  const std::string version = run_mtp("--version").output;
+  const size_t comma = version.find(", kernels ");
+  ASSERT_NE(comma, std::string::npos) << version;
+  EXPECT_EQ(props["build_info"], "mtp.cpp " + version.substr(4, comma - 4));
+  EXPECT_EQ(props["kernels"].get<std::string>() + "\n", version.substr(comma + 10));
+  EXPECT_NE(srv.banner().find(" threads, kernels " + props["kernels"].get<std::string>()), std::string::npos)
+      << srv.banner();
   EXPECT_EQ(Json::parse(http_get(srv.port(), "/v1/models").body)["data"][0]["id"], "Ornith");
   EXPECT_EQ(Json::parse(http_get(srv.port(), "/health").body)["status"], "ok");
   srv.signal(SIGINT);

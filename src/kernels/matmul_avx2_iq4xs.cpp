@@ -1,0 +1,310 @@
+// AVX2 kernels for IQ4_XS weights x Q8_K activations: a row kernel (one weight row against 1..4 activation
+// rows, for matrices in the row format) and a packed-tile kernel (16 weight rows of a packed matrix, pack.h,
+// against any number of activation rows), bitwise the same for every pair.
+//
+// Canonical order of one (weight row, activation row) pair at this level: for super-block sb the integer sum
+// isum(sb) = sum over sub-blocks j of (ls_j - 32) * (sum of 32 q * w) is exact in int32 (|ls - 32| <= 32,
+// |w|, |q| <= 127: at most 8 * 32 * 32 * 127 * 127 < 2^31), and
+//   acc = fma(float(isum(sb)), d_w(sb) * d_x(sb), acc)      for sb = 0, 1, ... in order, from acc = 0.
+// Folding the sub-block scales into the integer sums (vpmaddwd by the scale instead of by 1) leaves one
+// conversion and one fma per super-block. The row kernel reduces each pair's lanes to isum(sb) and runs the
+// fma chain on scalars; the packed kernel keeps 8 weight rows in the 8 lanes of a register (no reduction at
+// all), which is what makes batch-1 decode cheap: no horizontal sums, no per-row scale decoding, and the
+// activations' 4-byte groups broadcast.
+//
+// Products use the sign trick of matmul_avx2.cpp: vpmaddubsw(|w|, sign(q, w)) sums two products of at most
+// 127 * 127 into an int16 without saturating; where the CPU has AVX-VNNI the packed kernel sums with
+// vpdpbusd instead (the same integers).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/isa.h"
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+
+#if MTP_HAVE_X86_SIMD
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace mtp::kernels::detail {
+
+#if MTP_HAVE_X86_SIMD
+namespace {
+
+#define T2 MTP_TARGET_AVX2
+
+constexpr int kSbBytes = sizeof(BlockIQ4_XS);
+constexpr int64_t kPackedHeaderBytes = 128;
+constexpr int64_t kPackedPieceBytes = 256;
+
+T2 inline __m256i table256() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+}
+
+T2 inline __m256i broadcast_u32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// sum over the 4 bytes of each 32-bit lane of w * q, times the lane's int16 scale pair: exact int32.
+T2 inline __m256i scaled_dot4(__m256i w, __m256i aw, __m256i q, __m256i scale16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(q, w)), scale16);
+}
+
+// An int32 scale per lane as the pair of equal int16 halves vpmaddwd multiplies by.
+T2 inline __m256i scale_pairs(__m256i s32) {
+  return _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
+}
+
+T2 inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// ls_j - 32 of a super-block's 8 sub-blocks, one per lane, from scales_h (16 bits) and scales_l (32 bits).
+T2 inline __m256i sub_block_scales(uint32_t scales_h, uint32_t scales_l) {
+  const __m256i j = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lo = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(scales_l)), _mm256_slli_epi32(j, 2)),
+      _mm256_set1_epi32(15));
+  const __m256i hi = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(scales_h)), _mm256_slli_epi32(j, 1)),
+      _mm256_set1_epi32(3));
+  return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+}
+
+// ---- row format ----
+
+template <int NR>
+T2 void iq4xs_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  const __m256i table = table256(), m4 = _mm256_set1_epi8(0x0F);
+  __m128 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm_setzero_ps();
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const uint8_t* blk = w + sb * kSbBytes;
+    uint16_t d, sh;
+    uint32_t sl;
+    std::memcpy(&d, blk, 2);
+    std::memcpy(&sh, blk + 2, 2);
+    std::memcpy(&sl, blk + 4, 4);
+    alignas(32) int32_t ls[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ls), scale_pairs(sub_block_scales(sh, sl)));
+    __m256i isum[NR];
+    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      // Bytes 0-15 of the sub-block: low nibbles are elements 0-15, high nibbles 16-31.
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 8 + 16 * j));
+      const __m256i z =
+          _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1), m4);
+      const __m256i v = _mm256_shuffle_epi8(table, z);
+      const __m256i av = _mm256_sign_epi8(v, v);
+      const __m256i s = _mm256_set1_epi32(ls[j]);
+      for (int r = 0; r < NR; ++r) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + 256 * sb + 32 * j));
+        isum[r] = _mm256_add_epi32(isum[r], scaled_dot4(v, av, q, s));
+      }
+    }
+    const float dw = _cvtsh_ss(d);
+    for (int r = 0; r < NR; ++r) {
+      const __m128 c = _mm_set_ss(dw * act_d(x[r], l)[sb]);
+      acc[r] = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), hsum_epi32(isum[r])), c, acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = _mm_cvtss_f32(acc[r]);
+}
+
+void iq4xs_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return iq4xs_row<1>(w, x, l, out);
+    case 2:
+      return iq4xs_row<2>(w, x, l, out);
+    case 3:
+      return iq4xs_row<3>(w, x, l, out);
+    default:
+      return iq4xs_row<4>(w, x, l, out);
+  }
+}
+
+// ---- packed tiles ----
+//
+// A tile is read in memory order: sub-block j outer, super-block sb inner (the pieces of pack.h), each piece
+// one 256-byte run of 4 lines. In line L of a piece, half h (rows 8h..8h+7, the lanes of one register) holds
+// per row bytes 4L..4L+3 of the sub-block, whose low nibbles are elements 4L..4L+3 and high nibbles
+// 16+4L..16+4L+3, so each activation row contributes those two 4-byte groups, broadcast. The integer sums
+// isum(sb) of up to kChunk super-blocks wait in memory across the 8 sub-blocks; then the chunk's fma chain
+// runs in super-block order, so the sums and their order are those of the row kernel.
+//
+// Two ways of summing a piece give the same exact integers: MaddSums (AVX2: the sign trick, vpmaddwd by the
+// scale) and VnniSums (AVX-VNNI: weights + 128 as the unsigned vpdpbusd operand, one instruction per 4-byte
+// group instead of four, the +128 taken back with the activations' sub-block sums, then vpmulld by the
+// scale).
+constexpr int kChunk = 16;
+// Prefetch distances along the tile (it is contiguous; past its end they fetch the next tile): into L1 a
+// few pieces ahead, into L2 far enough ahead to cover DRAM latency at one core's share of bandwidth.
+constexpr int64_t kPrefetchL1Bytes = 2048;
+constexpr int64_t kPrefetchL2Bytes = 12288;
+
+#define T2V MTP_TARGET_AVX2_VNNI
+
+// ls_j - 32 of sub-block j for the 8 rows of half h, one per lane, from the tile header's scales_h (16 bits
+// per row) and scales_l (32 bits per row).
+T2 inline __m256i packed_scales(const uint8_t* hdr, int h, int j) {
+  const __m256i sh =
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * h)));
+  const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 64 + 32 * h));
+  const __m256i lsl = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(15));
+  const __m256i lsh = _mm256_and_si256(_mm256_srli_epi32(sh, 2 * j), _mm256_set1_epi32(3));
+  return _mm256_sub_epi32(_mm256_or_si256(lsl, _mm256_slli_epi32(lsh, 4)), _mm256_set1_epi32(32));
+}
+
+T2 inline void prefetch_piece(const uint8_t* piece) {
+  for (int line = 0; line < 4; ++line) {
+    _mm_prefetch(reinterpret_cast<const char*>(piece + kPrefetchL1Bytes + 64 * line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(piece + kPrefetchL2Bytes + 64 * line), _MM_HINT_T1);
+  }
+}
+
+// acc[16 r + 8 h + lane] = fma(float(isum), d_w * d_x, acc) for the chunk's n super-blocks from sb0, in
+// order.
+template <int NR>
+T2 inline void add_chunk(const uint8_t* tile, int64_t sb0, int n, const uint8_t* const* x, const ActLayout& l,
+                         const __m256i (*isum)[2 * NR], float* acc) {
+  for (int b = 0; b < n; ++b) {
+    const uint8_t* hdr = tile + (sb0 + b) * kPackedHeaderBytes;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 16 * h)));
+      for (int r = 0; r < NR; ++r) {
+        float* a = acc + 16 * r + 8 * h;
+        const __m256 c = _mm256_mul_ps(dw, _mm256_set1_ps(act_d(x[r], l)[sb0 + b]));
+        _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[b][NR * h + r]), c, _mm256_load_ps(a)));
+      }
+    }
+  }
+}
+
+// p[r] += the sums of one half of one piece (sub-block j of super-block sb; ph = the piece + 32 h) for NR
+// rows.
+struct MaddSums {
+  static constexpr int kPassRows = 4;  // the 16 ymm registers hold 4 rows' sums and the decoded weights
+  T2 static __m256i table() { return table256(); }
+  template <int NR>
+  T2 static void half(__m256i table, const uint8_t* ph, const uint8_t* hdr, int h, int j, int64_t sb,
+                      const uint8_t* const* x, const ActLayout&, __m256i* p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i s = scale_pairs(packed_scales(hdr, h, j));
+    for (int line = 0; line < 4; ++line) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ph + 64 * line));
+      const __m256i wlo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+      const __m256i whi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      const __m256i alo = _mm256_sign_epi8(wlo, wlo), ahi = _mm256_sign_epi8(whi, whi);
+      for (int r = 0; r < NR; ++r) {
+        const uint8_t* xq = x[r] + 256 * sb + 32 * j + 4 * line;
+        const __m256i plo = scaled_dot4(wlo, alo, broadcast_u32(xq), s);
+        const __m256i phi = scaled_dot4(whi, ahi, broadcast_u32(xq + 16), s);
+        p[r] = _mm256_add_epi32(p[r], _mm256_add_epi32(plo, phi));
+      }
+    }
+  }
+};
+
+struct VnniSums {
+  static constexpr int kPassRows = 8;
+  T2V static __m256i table() {
+    alignas(16) uint8_t u[16];
+    for (int i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+    return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(u)));
+  }
+  template <int NR>
+  T2V static void half(__m256i table, const uint8_t* ph, const uint8_t* hdr, int h, int j, int64_t sb,
+                       const uint8_t* const* x, const ActLayout& l, __m256i* p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    // Each lane's sum starts at -128 * (the sum of the sub-block's 32 activations).
+    __m256i d[NR];
+    for (int r = 0; r < NR; ++r) {
+      const int16_t* bs = act_bsums(x[r], l) + 16 * sb + 2 * j;
+      d[r] = _mm256_set1_epi32(-128 * (bs[0] + bs[1]));
+    }
+    for (int line = 0; line < 4; ++line) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ph + 64 * line));
+      const __m256i wlo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+      const __m256i whi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      for (int r = 0; r < NR; ++r) {
+        const uint8_t* xq = x[r] + 256 * sb + 32 * j + 4 * line;
+        d[r] = _mm256_dpbusd_avx_epi32(d[r], wlo, broadcast_u32(xq));
+        d[r] = _mm256_dpbusd_avx_epi32(d[r], whi, broadcast_u32(xq + 16));
+      }
+    }
+    const __m256i s = packed_scales(hdr, h, j);
+    for (int r = 0; r < NR; ++r) p[r] = _mm256_add_epi32(p[r], _mm256_mullo_epi32(d[r], s));
+  }
+};
+
+#define MTP_PACKED_PREFIX madd
+#define MTP_PACKED_SUMS MaddSums
+#define MTP_PACKED_TARGET T2
+#include "matmul_avx2_iq4xs_packed.inc"
+
+#define MTP_PACKED_PREFIX vnni
+#define MTP_PACKED_SUMS VnniSums
+#define MTP_PACKED_TARGET T2V
+#include "matmul_avx2_iq4xs_packed.inc"
+
+using BlockFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const ActLayout&, float*);
+
+// Activation rows run pass_rows at a time: each pass decodes the tile's weights once.
+void run_packed(const BlockFn* blocks, int pass_rows, const uint8_t* tile, int n_out, const uint8_t* const* x,
+                int64_t nx, const ActLayout& l, float* y, int64_t y_stride) {
+  alignas(32) float acc[VnniSums::kPassRows * 16];
+  for (int64_t i = 0; i < nx; i += pass_rows) {
+    const int nr = static_cast<int>(nx - i < pass_rows ? nx - i : pass_rows);
+    std::memset(acc, 0, sizeof(float) * 16 * nr);
+    blocks[nr](tile, l.nb, x + i, l, acc);
+    for (int r = 0; r < nr; ++r) std::memcpy(y + (i + r) * y_stride, acc + 16 * r, sizeof(float) * n_out);
+  }
+}
+
+void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
+                  const ActLayout& l, float* y, int64_t y_stride) {
+  static constexpr BlockFn kMadd[] = {nullptr, madd_block<1>, madd_block<2>, madd_block<3>, madd_block<4>};
+  static constexpr BlockFn kMaddSb[] = {nullptr, madd_block_sb<1>, madd_block_sb<2>, madd_block_sb<3>,
+                                        madd_block_sb<4>};
+  static constexpr BlockFn kVnni[] = {nullptr,       vnni_block<1>, vnni_block<2>,
+                                      vnni_block<3>, vnni_block<4>, vnni_block<5>,
+                                      vnni_block<6>, vnni_block<7>, vnni_block<8>};
+  static constexpr BlockFn kVnniSb[] = {nullptr,          vnni_block_sb<1>, vnni_block_sb<2>,
+                                        vnni_block_sb<3>, vnni_block_sb<4>, vnni_block_sb<5>,
+                                        vnni_block_sb<6>, vnni_block_sb<7>, vnni_block_sb<8>};
+  // One pass reads the tile from memory: in memory order. Several passes find it in cache after the first.
+  const bool vnni = avx_vnni_active();
+  const int pass_rows = vnni ? VnniSums::kPassRows : MaddSums::kPassRows;
+  const BlockFn* blocks = nx <= pass_rows ? (vnni ? kVnni : kMadd) : (vnni ? kVnniSb : kMaddSb);
+  run_packed(blocks, pass_rows, tile, n_out, x, nx, l, y, y_stride);
+}
+
+}  // namespace
+
+RowDotFn avx2_iq4xs_rows() {
+  return iq4xs_rows;
+}
+TileFn avx2_iq4xs_packed() {
+  return iq4xs_packed;
+}
+
+#else
+
+RowDotFn avx2_iq4xs_rows() {
+  return nullptr;
+}
+TileFn avx2_iq4xs_packed() {
+  return nullptr;
+}
+
+#endif
+
+}  // namespace mtp::kernels::detail

@@ -1,0 +1,67 @@
+// Kernel levels by name (MTP_ISA's names, kernels_bench --isa): refusals name what the CPU has and change
+// nothing; the levels this host tests and skips are printed, so a CI log says which paths ran.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "kernel_test_util.h"
+
+namespace mtp {
+namespace {
+
+struct LevelScope {
+  kernels::Isa isa = kernels::active_isa();
+  bool vnni = kernels::avx_vnni_active();
+  ~LevelScope() {
+    kernels::set_active_isa(isa);
+    kernels::set_avx_vnni(vnni);
+  }
+};
+
+TEST(Isa, LevelsThisHostTests) {
+  std::string ran, skipped;
+  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512"}) {
+    LevelScope scope;
+    std::string& list = kernels::set_level(name).empty() ? ran : skipped;
+    list += std::string(list.empty() ? "" : ", ") + name;
+  }
+  std::printf("kernel levels tested on this host: %s; skipped (CPU lacks them): %s\n", ran.c_str(),
+              skipped.empty() ? "none" : skipped.c_str());
+  EXPECT_EQ(ran.rfind("scalar", 0), 0u);
+}
+
+TEST(Isa, SetLevelByNameSetsTheLevelAndAvxVnni) {
+  LevelScope scope;
+  ASSERT_EQ(kernels::set_level("scalar"), "");
+  EXPECT_EQ(kernels::active_isa(), kernels::Isa::kScalar);
+  EXPECT_STREQ(kernels::kernels_summary(), "scalar");
+  if (!kernels::isa_supported(kernels::Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  ASSERT_EQ(kernels::set_level("avx2"), "");
+  EXPECT_EQ(kernels::active_isa(), kernels::Isa::kAvx2);
+  EXPECT_FALSE(kernels::avx_vnni_active());
+  EXPECT_STREQ(kernels::kernels_summary(), "avx2");
+  if (kernels::avx_vnni_supported()) {
+    ASSERT_EQ(kernels::set_level("avxvnni"), "");
+    EXPECT_TRUE(kernels::avx_vnni_active());
+    EXPECT_STREQ(kernels::kernels_summary(), "avx2 + avx-vnni");
+  }
+}
+
+TEST(Isa, RefusalsNameTheLevelsAndChangeNothing) {
+  LevelScope scope;
+  ASSERT_EQ(kernels::set_level("scalar"), "");
+  EXPECT_EQ(kernels::set_level("avx9"), "avx9: not one of scalar, avx2, avxvnni, avx512");
+  EXPECT_EQ(kernels::set_level(""), ": not one of scalar, avx2, avxvnni, avx512");
+  EXPECT_EQ(kernels::active_isa(), kernels::Isa::kScalar);
+  const char* lacking = !kernels::isa_supported(kernels::Isa::kAvx512) ? "avx512"
+                        : !kernels::avx_vnni_supported()               ? "avxvnni"
+                                                                       : nullptr;
+  if (lacking == nullptr) GTEST_SKIP() << "this CPU has every level";
+  const std::string error = kernels::set_level(lacking);
+  EXPECT_EQ(error.rfind(std::string(lacking) + ": this CPU lacks it (it has scalar", 0), 0u) << error;
+  EXPECT_EQ(kernels::active_isa(), kernels::Isa::kScalar);
+}
+
+}  // namespace
+}  // namespace mtp
