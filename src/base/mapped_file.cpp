@@ -59,7 +59,7 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return invalid_argument(path, ": not a regular file");
+    return io_error(path, ": not a regular file");
   }
   MappedFile file;
   file.path_ = path;

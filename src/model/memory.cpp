@@ -20,8 +20,9 @@ uint64_t physical_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
-double mib(uint64_t b) {
-  return static_cast<double>(b) / (1024.0 * 1024.0);
+// Whole MiB, rounded up, for messages.
+uint64_t mib(uint64_t b) {
+  return (b + (uint64_t{1} << 20) - 1) >> 20;
 }
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
 
@@ -121,7 +122,8 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   m.kv_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, kv_alloc)));
   if (m.kv_ == nullptr) {
     return Status(StatusCode::kResourceExhausted,
-                  str_cat("cannot allocate ", mib(kv_alloc), " MiB for the KV cache"));
+                  str_cat("cannot allocate ", mib(kv_alloc), " MiB for the KV cache (this machine has ",
+                          mib(physical_memory()), " MiB)"));
   }
   // Huge pages where the kernel allows them: attention streams every K and V row of a long context per
   // step, and in 4 KB pages (4 rows of a 256-wide F32 head) each page costs a TLB miss and restarts the
@@ -135,7 +137,8 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
     plane = m.new_state();
     if (plane.empty()) {
       return Status(StatusCode::kResourceExhausted,
-                    str_cat("cannot allocate ", mib(m.gdn_bytes_), " MiB for the recurrent state"));
+                    str_cat("cannot allocate ", mib(m.gdn_bytes_), " MiB for the recurrent state (this machine has ",
+                            mib(physical_memory()), " MiB)"));
     }
     std::fill_n(plane.data(), plane.floats(), 0.0f);
   }

@@ -41,7 +41,7 @@ Status check_head(const Qwen35MoeConfig& tc, const Metadata& trunk_md, const Ggu
   auto hf = tokenizer_fingerprint(head.metadata());
   if (tf.ok() && hf.ok() && *tf != *hf) compare("tokenizer fingerprint", *tf, *hf);
   if (problems.empty()) return Status::Ok();
-  return invalid_argument("the head does not fit the model: ", problems);
+  return unsupported("the head does not fit the model: ", problems);
 }
 
 }  // namespace

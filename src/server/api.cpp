@@ -75,9 +75,12 @@ Err get_int(const Json& body, std::string_view name, int64_t lo, int64_t hi, std
   } else {
     return wrong_type(name, "an integer", *j);
   }
-  if (v < lo || v > hi)
-    return bad_request(str_cat("'", name, "' must be between ", lo, " and ", hi, ", got ", v),
-                       std::string(name));
+  if (v < lo || v > hi) {
+    const std::string range = hi == std::numeric_limits<int64_t>::max()
+                                  ? str_cat("at least ", lo)
+                                  : str_cat("between ", lo, " and ", hi);
+    return bad_request(str_cat("'", name, "' must be ", range, ", got ", v), std::string(name));
+  }
   out = v;
   return std::nullopt;
 }
@@ -294,7 +297,13 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
     const bool llama = std::string_view(name) == "n_predict";
     const Json* j = field(body, name);
     if (llama && j && j->is_number_integer() && j->get<int64_t>() == -1) continue;
-    MTP_API_TRY(get_int(body, name, 1, d.n_ctx, i));
+    MTP_API_TRY(get_int(body, name, 1, std::numeric_limits<int64_t>::max(), i));
+    // Over the context is the same error, with the same code, as a prompt plus max_tokens over it
+    // (server.cpp).
+    if (i && *i > d.n_ctx)
+      return bad_request(str_cat("'", name, "' is ", *i, "; the context holds ", d.n_ctx,
+                                 " tokens (prompt and completion together)"),
+                         name, "context_length_exceeded");
     if (i) {
       opt.max_tokens = *i;
       out.max_tokens_set = true;

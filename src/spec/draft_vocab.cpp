@@ -138,7 +138,7 @@ Expected<DraftVocabFile> read_draft_vocab_file(const std::string& path) {
 Expected<std::vector<int32_t>> read_draft_vocab_file(const std::string& path, int64_t n_vocab) {
   MTP_ASSIGN_OR_RETURN(DraftVocabFile f, read_draft_vocab_file(path));
   if (f.n_vocab != n_vocab) {
-    return invalid_argument(path, ": built for a vocabulary of ", f.n_vocab, " tokens, the model has ",
+    return unsupported(path, ": built for a vocabulary of ", f.n_vocab, " tokens, the model has ",
                             n_vocab);
   }
   return std::move(f.ids);

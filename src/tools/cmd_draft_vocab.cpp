@@ -39,8 +39,7 @@ Expected<ModelVocab> load_vocab(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
   auto vocab = vocab_from_gguf(file.metadata());
   if (!vocab.ok()) return vocab.status().with_context(path);
-  if (vocab->tokens.empty())
-    return invalid_argument(path, ": the file has no tokenizer (tokenizer.ggml.tokens)");
+  if (vocab->tokens.empty()) return unsupported(path, ": the file has no tokenizer (tokenizer.ggml.tokens)");
   ModelVocab mv;
   mv.n_vocab = static_cast<int64_t>(vocab->tokens.size());
   if (const TensorInfo* e = file.find_tensor("token_embd.weight"); e != nullptr && e->ne[1] != mv.n_vocab) {
@@ -124,12 +123,11 @@ Expected<uint64_t> count_id_file(const std::string& path, int64_t n_vocab, std::
         v = v * 10 + (d - '0');
       }
       if (!ok) {
-        return invalid_argument(path, ":", line, ": '", std::string(word.substr(0, 40)),
-                                "' is not a token id (expected decimal ids separated by whitespace)");
+        return corrupt(path, ":", line, ": '", std::string(word.substr(0, 40)),
+                       "' is not a token id (expected decimal ids separated by whitespace)");
       }
       if (v >= n_vocab)
-        return invalid_argument(path, ":", line, ": id ", v, " is out of range (vocabulary of ", n_vocab,
-                                " tokens)");
+        return corrupt(path, ":", line, ": id ", v, " is out of range (vocabulary of ", n_vocab, " tokens)");
       ++counts[static_cast<size_t>(v)];
       ++n;
       i = end;
@@ -206,8 +204,8 @@ Status show(const ShowArgs& a) {
   if (!a.model.empty()) {
     MTP_ASSIGN_OR_RETURN(ModelVocab loaded, load_vocab(a.model));
     if (loaded.n_vocab != f.n_vocab) {
-      return invalid_argument(a.file, ": built for a vocabulary of ", f.n_vocab, " tokens, ", a.model,
-                              " has ", loaded.n_vocab);
+      return unsupported(a.file, ": built for a vocabulary of ", f.n_vocab, " tokens, ", a.model, " has ",
+                         loaded.n_vocab);
     }
     mv = std::move(loaded);
   }

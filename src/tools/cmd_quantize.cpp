@@ -12,6 +12,7 @@ namespace {
 
 struct QuantizeArgs {
   std::string input, output, type, output_type, token_embedding_type, imatrix;
+  std::string type_positional;  // llama-quantize's third positional, the same as --type
   std::vector<std::string> keep, tensor_types;
   bool pure = false, leave_output = false, dry_run = false;
   int threads = 0;
@@ -65,12 +66,11 @@ CommandRunner register_quantize(CLI::App& app) {
   cmd->add_option("input", a->input, "Input GGUF")->required();
   cmd->add_option("output", a->output, "Output GGUF (written to a temporary file, renamed when complete)")
       ->required();
-  CLI::Option* positional =
-      cmd->add_option("type_positional", a->type, "Target type, as llama-quantize takes it")->group("");
+  cmd->add_option("type", a->type_positional, "The target type as llama-quantize takes it (or --type)");
   cmd->add_option(
-         "--type", a->type,
-         "Target: Q8_0 Q4_0 Q4_K(_S/_M) Q5_K(_S/_M) Q6_K IQ4_NL IQ4_XS F16 BF16 F32, or an ftype number")
-      ->excludes(positional);
+      "--type", a->type,
+      "Target (required, here or as the third positional): Q8_0 Q4_0 Q4_K(_S/_M) Q5_K(_S/_M) Q6_K "
+      "IQ4_NL IQ4_XS F16 BF16 F32, or an ftype number");
   cmd->add_option("--keep", a->keep,
                   "Copy tensors matching this glob unchanged (e.g. 'blk.40.*'); repeatable");
   cmd->add_option("--tensor-type", a->tensor_types, "PATTERN=TYPE (regex, first match wins); repeatable");
@@ -83,6 +83,10 @@ CommandRunner register_quantize(CLI::App& app) {
                 "Print each tensor's old and new type and the resulting size; write nothing");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   return [a] {
+    if (!a->type.empty() && !a->type_positional.empty())
+      return report_error("quantize", invalid_argument("the target type is given twice (--type and a third "
+                                                       "positional); give it once"));
+    if (a->type.empty()) a->type = a->type_positional;
     if (a->type.empty()) return report_error("quantize", invalid_argument("--type is required"));
     auto options = build_options(*a);
     if (!options.ok()) return report_error("quantize", options.status());

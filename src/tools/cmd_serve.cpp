@@ -164,8 +164,11 @@ Status validate(ServeArgs& a) {
   } else if (*a.cache_ram_mib < 0 || *a.cache_ram_mib > (int64_t{1} << 30)) {
     return invalid_argument("--cache-ram must be MiB >= 0 (0: no prefix cache) or -1 (half of memory), got ",
                             *a.cache_ram_mib);
+  } else if (physical > 0 && static_cast<uint64_t>(*a.cache_ram_mib) * mib > physical) {
+    return invalid_argument("--cache-ram ", *a.cache_ram_mib, " MiB exceeds this machine's memory (",
+                            physical / mib, " MiB)");
   } else {
-    a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;
+    a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;  // explicit: no quarter-memory cap
   }
   if (a.checkpoint_min_gap < 1)
     return invalid_argument("--cache-checkpoint-min-gap must be >= 1 token, got ", a.checkpoint_min_gap);
@@ -551,8 +554,7 @@ CommandRunner register_serve(CLI::App& app) {
     } catch (const CLI::CallForHelp& e) {
       return inner.exit(e);
     } catch (const CLI::ParseError& e) {
-      inner.exit(e);
-      return kExitUsageError;
+      return report_parse_error(inner, e, "serve");
     }
     return serve(a);
   };

@@ -44,7 +44,8 @@ CommandRunner register_synth(CLI::App& app) {
     ThreadPool pool(a->threads);
     Timer timer;
     Status s = synth_model(a->opt, a->out, pool);
-    if (!s.ok()) return report_error("synth", s.with_context(a->out));
+    // Messages from writing the file already start with its path.
+    if (!s.ok()) return report_error("synth", s.message().rfind(a->out, 0) == 0 ? s : s.with_context(a->out));
     log_info("wrote ", a->out, " in ", timer.seconds(), " s");
     return kExitOk;
   };

@@ -36,7 +36,7 @@ Expected<std::string> read_text(const std::string& path) {
 Expected<chat::Json> read_json(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(std::string text, read_text(path));
   chat::Json j = chat::Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument("'", path, "' is not valid JSON");
+  if (j.is_discarded()) return corrupt("'", path, "' is not valid JSON");
   return j;
 }
 
@@ -50,6 +50,10 @@ std::string special_token(const Metadata& md, const char* key) {
 
 int run_template(const TemplateArgs& a) {
   auto fail = [](const Status& s) { return report_error("template", s); };
+  // What a file holds (a template, the messages) is a bad file, exit code 1, whatever its status says.
+  auto bad_file = [&](const Status& s, const std::string& path) {
+    return fail(Status(StatusCode::kCorrupt, s.with_context(path).message()));
+  };
   chat::ChatRequest req;
   auto messages = read_json(a.messages);
   if (!messages.ok()) return fail(messages.status());
@@ -85,13 +89,13 @@ int run_template(const TemplateArgs& a) {
     auto src = read_text(a.template_file);
     if (!src.ok()) return fail(src.status());
     auto t = chat::ChatTemplate::create(*src, bos, eos);
-    if (!t.ok()) return fail(t.status().with_context(a.template_file));
+    if (!t.ok()) return bad_file(t.status(), a.template_file);
     tmpl = std::move(t).value();
   } else if (md.contains("tokenizer.chat_template")) {
     auto src = md.get_string("tokenizer.chat_template");
     if (!src.ok()) return fail(src.status());
     auto t = chat::ChatTemplate::create(*src, bos, eos);
-    if (!t.ok()) return fail(t.status().with_context(a.model + ": tokenizer.chat_template"));
+    if (!t.ok()) return bad_file(t.status(), a.model + ": tokenizer.chat_template");
     tmpl = std::move(t).value();
   } else {
     std::fprintf(stderr,
@@ -100,7 +104,7 @@ int run_template(const TemplateArgs& a) {
     tmpl = chat::ChatTemplate::chatml(bos, eos.empty() ? "<|im_end|>" : eos);
   }
   auto prompt = tmpl->render(req);
-  if (!prompt.ok()) return fail(prompt.status());
+  if (!prompt.ok()) return bad_file(prompt.status(), a.messages);
   std::fwrite(prompt->data(), 1, prompt->size(), stdout);
   return std::fflush(stdout) == 0 ? kExitOk : kExitRuntimeError;
 }

@@ -30,4 +30,10 @@ CommandRunner register_draft_vocab(CLI::App& app);
 // Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
 int report_error(const std::string& command, const Status& status);
 
+// Prints a parse error of a command's options (`command`: its name, default the app's) and returns
+// kExitUsageError. CLI11's "--draft-max: At Most 1 required but received 2", for one option given twice,
+// also under two of its aliases, becomes "mtp serve: --draft-max is given 2 times (--draft-max, --draft
+// ... name one option); give it once".
+int report_parse_error(CLI::App& app, const CLI::ParseError& e, const std::string& command = "");
+
 }  // namespace mtp::tools

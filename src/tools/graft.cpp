@@ -82,7 +82,7 @@ Expected<TrunkView> read_trunk(const GgufFile& trunk) {
   }
   const TensorInfo* embd = trunk.find_tensor("token_embd.weight");
   if (embd == nullptr)
-    return invalid_argument(trunk.path(), ": no token_embd.weight; is it a head-only file?");
+    return unsupported(trunk.path(), ": no token_embd.weight; is it a head-only file?");
   TrunkView v;
   auto config = read_qwen35moe_config(trunk.metadata(), embd->ne[1]);
   if (!config.ok()) return config.status().with_context(trunk.path());

@@ -45,8 +45,38 @@ int main(int argc, char** argv) {
   add(register_serve);
   add(register_draft_vocab);
 
+  // git-style: `mtp help [CMD]` prints the help; a first word that is no command is named, with the list.
+  auto find = [&](const std::string& name) -> CLI::App* {
+    for (auto& [sub, run] : commands)
+      if (sub->get_name() == name) return sub;
+    return nullptr;
+  };
+  auto unknown = [&](const std::string& name) {
+    std::string names;
+    for (auto& [sub, run] : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "mtp: '%s' is not an mtp command; the commands are %s ('mtp help CMD' for one)\n",
+                 name.c_str(), names.c_str());
+    return kExitUsageError;
+  };
+  if (argc == 1) {
+    std::fputs(app.help().c_str(), stderr);
+    return kExitUsageError;
+  }
+  std::vector<char*> args(argv, argv + argc);
+  if (args[1][0] != '-') {
+    const std::string word = args[1];
+    if (word == "help" && argc == 2) {
+      std::fputs(app.help().c_str(), stdout);
+      return kExitOk;
+    }
+    if (word == "help") {  // `mtp help CMD ...` runs as `mtp CMD --help`
+      static char help_flag[] = "--help";
+      args = {argv[0], argv[2], help_flag};
+    }
+    if (find(args[1]) == nullptr) return unknown(args[1]);
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -54,8 +84,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsageError;
+    CLI::App* sub = find(args[1]);
+    return sub != nullptr ? report_parse_error(*sub, e) : (app.exit(e), kExitUsageError);
   }
   for (auto& [sub, run] : commands) {
     if (sub->parsed()) return run();

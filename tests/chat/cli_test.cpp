@@ -60,9 +60,16 @@ TEST(TemplateCli, Errors) {
                     "--reasoning maybe 2>/dev/null")
                 .exit_code,
             2);
+  // A bad file is exit code 1 (README, exit codes), a bad flag 2.
   Result bad = run_mtp("template -m models/example.gguf --messages tests/chat/data/cases.json 2>&1");
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.out.find("messages must be an array"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("tests/chat/data/cases.json: messages must be an array"), std::string::npos)
+      << bad.out;
+  const std::string broken_json = ::testing::TempDir() + "mtp-template-broken.json";
+  std::ofstream(broken_json) << "[{";
+  Result broken = run_mtp("template -m models/example.gguf --messages " + broken_json + " 2>&1");
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_EQ(broken.out, "mtp template: '" + broken_json + "' is not valid JSON\n");
 }
 
 }  // namespace

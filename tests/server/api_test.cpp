@@ -115,7 +115,11 @@ TEST(ApiTest, RangesAreChecked) {
     EXPECT_EQ(e->status, 400) << b;
   }
   auto e = completion(R"({"prompt": "a", "max_tokens": 1000})");
-  EXPECT_NE(e->message.find("between 1 and 256"), std::string::npos) << e->message;
+  EXPECT_EQ(e->message,
+            "'max_tokens' is 1000; the context holds 256 tokens (prompt and completion together)");
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  EXPECT_EQ(completion(R"({"prompt": "a", "max_tokens": 0})")->message,
+            "'max_tokens' must be at least 1, got 0");
   // Defaults and neutral values are fine.
   EXPECT_FALSE(completion(R"({"prompt": "a", "presence_penalty": 0, "frequency_penalty": 0, "n": 1,
                               "n_predict": -1, "logit_bias": {}, "response_format": {"type": "text"}})"));

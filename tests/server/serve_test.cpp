@@ -445,6 +445,12 @@ TEST(ServeTest, FlagErrors) {
   }
   r = run_mtp("serve -m models/no-such-file.gguf --draft-vocab 64", true);
   EXPECT_NE(r.output.find("--draft-vocab needs --spec mtp"), std::string::npos) << r.output;
+  // More cache than the machine has: whole MiB, and the machine's memory.
+  r = run_mtp("serve -m models/no-such-file.gguf --cache-ram 999999999", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("^mtp serve: --cache-ram 999999999 MiB exceeds this "
+                                                     "machine's memory \\([0-9]+ MiB\\)\n$")))
+      << r.output;
   r = run_mtp("serve -m models/no-such-file.gguf --draft-vocab-file ids.txt --spec mtp", true);
   EXPECT_NE(r.output.find("--draft-vocab-file needs --draft-vocab N"), std::string::npos) << r.output;
   // A malformed LLAMA_SPEC_MAX_DRAFTING_SLOTS is an error, not "never draft".

@@ -134,12 +134,13 @@ TEST_F(DraftVocabCli, BadInputGivesOneClearLine) {
   write_text(dir_.file("corpus.txt"), "some text");
   const std::string base = " -m " + q(model_) + " -o " + q(out);
   write_text(dir_.file("words.txt"), "12 13\n14 abc\n");
+  // A bad file is exit code 1, a bad flag 2.
   auto r = run_mtp("draft-vocab build --from-ids " + q(dir_.file("words.txt")) + base + " --size 10", true);
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, dir_.file("words.txt") + ":2: 'abc' is not a token id")) << r.output;
   write_text(dir_.file("range.txt"), "1\n2\n512\n");
   r = run_mtp("draft-vocab build --from-ids " + q(dir_.file("range.txt")) + base + " --size 10", true);
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, ":3: id 512 is out of range (vocabulary of 512 tokens)")) << r.output;
   r = run_mtp("draft-vocab build " + q(dir_.file("corpus.txt")) + base + " --size 513", true);
   EXPECT_EQ(r.exit_code, 2);
@@ -174,7 +175,7 @@ TEST_F(DraftVocabCli, BadInputGivesOneClearLine) {
   EXPECT_TRUE(contains(r.output, "mtp draft-vocab show: " + out + ": truncated: 9 bytes")) << r.output;
   ASSERT_TRUE(write_draft_vocab_file(out, std::vector<int32_t>{1, 700}, 1000).ok());
   r = run_mtp("draft-vocab show " + q(out) + " -m " + q(model_), true);
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "built for a vocabulary of 1000 tokens")) << r.output;
 }
 

@@ -129,7 +129,7 @@ TEST(DraftVocabFile, AFileForAnotherVocabularySizeIsRefused) {
   ASSERT_TRUE(write_draft_vocab_file(path, std::vector<int32_t>{1, 2}, 512).ok());
   auto r = read_draft_vocab_file(path, 248320);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
   EXPECT_TRUE(contains(r.status().message(), "built for a vocabulary of 512 tokens, the model has 248320"));
   auto missing = read_draft_vocab_file(dir.file("nope.bin"), 512);
   ASSERT_FALSE(missing.ok());

@@ -25,6 +25,46 @@ TEST(Cli, VersionAndHelpExitZero) {
   }
 }
 
+// git-style: an unknown command is named with the list of commands; `mtp help [CMD]` prints the help.
+TEST(Cli, UnknownCommandsAndHelp) {
+  auto r = run_mtp("frobnicate --x", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output,
+            "mtp: 'frobnicate' is not an mtp command; the commands are inspect, synth, graft, extract-head, "
+            "quantize, template, run, tokenize, serve, draft-vocab ('mtp help CMD' for one)\n");
+  auto help = run_mtp("help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.output, run_mtp("--help").output);
+  auto run_help = run_mtp("help run");
+  EXPECT_EQ(run_help.exit_code, 0);
+  EXPECT_EQ(run_help.output, run_mtp("run --help").output);
+  EXPECT_NE(run_help.output.find("--draft-max"), std::string::npos);
+  EXPECT_EQ(run_mtp("help serve").output, run_mtp("serve --help").output);
+  auto bad = run_mtp("help frobnicate", true);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.output.rfind("mtp: 'frobnicate' is not an mtp command", 0), 0u) << bad.output;
+  auto none = run_mtp("", true);
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.output.find("Subcommands:"), std::string::npos) << none.output;
+}
+
+// Messages name what went wrong once: a path once, an option given twice under two aliases by its names.
+TEST(Cli, MessagesNameTheProblemOnce) {
+  auto synth = run_mtp("synth -o /nonexistent/x.gguf", true);
+  EXPECT_EQ(synth.exit_code, 1);
+  EXPECT_EQ(synth.output,
+            "mtp synth: /nonexistent/x.gguf: cannot create a temporary file in /nonexistent: No such file or "
+            "directory\n");
+  auto twice = run_mtp("serve -m models/no-such-file.gguf --draft 2 --draft-n 2", true);
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_EQ(
+      twice.output,
+      "mtp serve: --draft-max is given 2 times (--draft-max, --spec-draft-n-max, --draft or --draft-n name "
+      "one option); give it once\n");
+  EXPECT_EQ(run_mtp("run -m models/example.gguf -p a --draft-max 2 --draft-max 3", true).output,
+            "mtp run: --draft-max is given 2 times; give it once\n");
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_mtp("").exit_code, 2);
   EXPECT_EQ(run_mtp("no-such-command").exit_code, 2);
@@ -42,6 +82,9 @@ TEST(Cli, RuntimeErrorsExitOneWithAOneLineMessageNamingTheFile) {
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;  // exactly one line
   EXPECT_NE(r.output.find("bad.gguf"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
+  auto folder = run_mtp("inspect " + dir.path().string(), true);
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_EQ(folder.output, "mtp inspect: " + dir.path().string() + ": not a regular file\n");
   auto missing = run_mtp("inspect " + dir.file("missing.gguf"), true);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("missing.gguf: cannot open"), std::string::npos) << missing.output;

@@ -205,9 +205,20 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
                        true);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("missing.dat"), std::string::npos) << r.output;
-  EXPECT_EQ(
-      testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " Q8_0 --type Q4_K").exit_code,
-      2);
+  r = testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " Q8_0 --type Q4_K", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("the target type is given twice"), std::string::npos) << r.output;
+  r = testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " Q8_0 --dry-run");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
+  // The help names the positionals and says the type is required.
+  r = testing::run_mtp("quantize --help");
+  EXPECT_NE(r.output.find("Usage: mtp quantize [OPTIONS] input output [type]"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--type TEXT                 Target (required, here or as the third positional)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("Excludes"), std::string::npos) << r.output;
 }
 
 TEST(Quantize, KilledPartWayLeavesNoFileAtTheOutputPath) {

@@ -266,5 +266,24 @@ TEST(Graft, CliExitCodesAndMessages) {
   EXPECT_EQ(testing::run_mtp("extract-head " + trunk + " -o " + dir.file("h.gguf")).exit_code, 1);
 }
 
+// A head of another width is a bad file (exit code 1) in run and serve, as in graft.
+TEST(Graft, AHeadThatDoesNotFitIsABadFileEverywhere) {
+  TempDir dir;
+  auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
+  auto wide = synth_file(dir, "wide.gguf",
+                         testing::tiny_variant(true, [](Qwen35MoeConfig& c) { c.n_ff_shexp *= 2; }));
+  ASSERT_EQ(testing::run_mtp("extract-head " + wide + " -o " + dir.file("head.gguf")).exit_code, 0);
+  const std::string head = dir.file("head.gguf");
+  auto g = testing::run_mtp("graft --trunk " + trunk + " --head " + head + " -o " + dir.file("o.gguf"), true);
+  EXPECT_EQ(g.exit_code, 1) << g.output;
+  for (const std::string cmd : {"run -p hi -n 2", "serve"}) {
+    auto r = testing::run_mtp(cmd + " -m " + trunk + " --spec mtp --head " + head, true);
+    EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.output;
+    EXPECT_NE(r.output.find("the head does not fit the model: expert_shared_feed_forward_length"),
+              std::string::npos)
+        << cmd << ": " << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace mtp
