@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "engine/prefix_cache.h"
@@ -131,31 +132,17 @@ int main(int argc, char** argv) {
   std::string shape = "35b-a3b", kv = "f32";
   int64_t layers = 0;
   int threads = 0, reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "prefix_cache_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--shape") {
-      shape = value();
-    } else if (a == "--layers") {
-      layers = std::stoll(value());
-    } else if (a == "--threads" || a == "-t") {
-      threads = std::stoi(value());
-    } else if (a == "--reps") {
-      reps = std::max(1, std::stoi(value()));
-    } else if (a == "--cache-type") {
-      kv = value();
-    } else {
-      std::fprintf(stderr,
-                   "usage: prefix_cache_bench [--shape 35b-a3b] [--layers N] [--threads N] [--reps N] "
-                   "[--cache-type f32|f16|q8_0]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"The prefix cache's costs: checkpoint copies, copy on write, lookup, a conversation's weight",
+               "prefix_cache_bench"};
+  app.add_option("--shape", shape, "Model shape: tiny or 35b-a3b")
+      ->check(CLI::IsMember({"tiny", "35b-a3b"}))
+      ->capture_default_str();
+  app.add_option("--layers", layers, "Trunk layers (0: the shape's)")->check(CLI::Range(0, 4096));
+  app.add_option("-t,--threads", threads, "Threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--reps", reps, "Repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--cache-type", kv, "KV cache type: f32, f16 or q8_0")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
+      ->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
   return run(shape, layers, threads, reps, kv);
 }

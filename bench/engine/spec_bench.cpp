@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "../bench_util.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
@@ -147,40 +148,33 @@ RunResult run_config(const Model& model, ThreadPool& pool, int32_t n_max, int64_
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: spec_bench MODEL [--threads N] [--tokens N] [--prompts N] [--draft-max 1,2,3] "
-                 "[--draft-vocab 0,32768]\n");
-    return 2;
-  }
+  std::string path;
   int threads = 2, n_prompts = 4;
   int64_t n_tokens = 128;
   std::vector<int64_t> draft_max{1, 2, 3}, draft_vocab{0};
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--threads")
-      threads = std::atoi(argv[i + 1]);
-    else if (f == "--tokens")
-      n_tokens = std::atoll(argv[i + 1]);
-    else if (f == "--prompts")
-      n_prompts = std::atoi(argv[i + 1]);
-    else if (f == "--draft-max")
-      draft_max = bench::parse_list(argv[i + 1]);
-    else if (f == "--draft-vocab")
-      draft_vocab = bench::parse_list(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
-      return 2;
-    }
-  }
-  auto model = Model::load(argv[1]);
+  CLI::App app{"Costs of plain, verify and draft passes, and MTP speculative decoding against plain decoding",
+               "spec_bench"};
+  app.add_option("model", path, "GGUF model with an MTP block")->required();
+  app.add_option("--threads", threads, "Threads")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--tokens", n_tokens, "Tokens per prompt")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--prompts", n_prompts, "Prompts")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--draft-max", draft_max, "Draft lengths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 16));
+  app.add_option("--draft-vocab", draft_vocab, "Draft vocabulary sizes, comma-separated (0: all)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  bench::parse_or_exit(app, argc, argv);
+  auto model = Model::load(path);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().message().c_str());
     return 1;
   }
   ThreadPool pool(threads);
   const Qwen35MoeConfig& c = model->config();
-  std::printf("model %s: %lld layers, n_embd %lld, vocab %lld, threads %d\n", argv[1],
+  std::printf("model %s: %lld layers, n_embd %lld, vocab %lld, threads %d\n", path.c_str(),
               static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
               static_cast<long long>(c.n_vocab), threads);
 

@@ -13,15 +13,25 @@
 #include <filesystem>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "base/timer.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 
 int main(int argc, char** argv) {
   using namespace mtp;
-  const int64_t n_tensors = argc > 1 ? std::atoll(argv[1]) : 10000;
-  const int64_t tensor_mib = argc > 2 ? std::atoll(argv[2]) : 4;
-  const int repeats = argc > 3 ? std::atoi(argv[3]) : 20;
+  int64_t n_tensors = 10000, tensor_mib = 4;
+  int repeats = 20;
+  CLI::App app{"Time to open and validate a sparse GGUF with many tensors and a 150,000-token vocabulary",
+               "bench_gguf_open"};
+  app.add_option("n_tensors", n_tensors, "Tensors in the file")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("tensor_mib", tensor_mib, "MiB per tensor")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("repeats", repeats, "Times to open it")->check(CLI::Range(1, 100000))->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
 
   Metadata md;
   md.set("general.architecture", Value::string("bench"));

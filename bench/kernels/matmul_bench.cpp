@@ -20,6 +20,7 @@
 
 #include <time.h>
 
+#include "../bench_cli.h"
 #include "../bench_util.h"
 #include "base/thread_pool.h"
 #include "kernels/isa.h"
@@ -171,42 +172,23 @@ int main(int argc, char** argv) {
   std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::Q4_K, GgmlType::Q6_K};
   bool head = true, decode = true;
   int64_t pool_mb = 1024;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--no-head") {
-      head = false;
-    } else if (a == "--gemm-only") {
-      decode = false;
-    } else if (a == "--types" && i + 1 < argc) {
-      types.clear();
-      std::string list = argv[++i];
-      size_t pos = 0;
-      while (pos <= list.size()) {
-        const size_t comma = std::min(list.find(',', pos), list.size());
-        const auto t = type_from_name(list.substr(pos, comma - pos));
-        if (!t) {
-          std::fprintf(stderr, "unknown type %s\n", list.substr(pos, comma - pos).c_str());
-          return 2;
-        }
-        types.push_back(*t);
-        pos = comma + 1;
-      }
-    } else if (a == "--isa" && i + 1 < argc) {
-      if (const std::string error = kernels::set_level(argv[++i]); !error.empty()) {
-        std::fprintf(stderr, "kernels_bench: --isa %s\n", error.c_str());
-        return 2;
-      }
-    } else if (a == "--packed") {
-      g_packed = true;
-    } else if (a == "--pool-mb" && i + 1 < argc) {
-      pool_mb = std::stoll(argv[++i]);
-    } else {
-      std::fprintf(
-          stderr,
-          "usage: kernels_bench [--types a,b] [--isa scalar|avx2|avxvnni|avx512] [--no-head] [--gemm-only] "
-          "[--pool-mb N] [--packed]\n");
-      return 2;
-    }
+  std::vector<std::string> type_names;
+  std::string isa;
+  CLI::App app{"Copy bandwidth, decode-sized and prompt-sized matmul rates per weight type", "kernels_bench"};
+  app.add_option("--types", type_names, "Weight types, comma-separated (default q8_0,iq4_xs,q4_K,q6_K)")
+      ->delimiter(',');
+  app.add_option("--isa", isa, "Kernel level: scalar, avx2 (plain), avxvnni or avx512 (default: the best)");
+  app.add_flag("!--no-head", head, "Skip the output head's shape");
+  app.add_flag("!--gemm-only", decode, "Only the prompt-sized batches");
+  app.add_option("--pool-mb", pool_mb, "MiB of weight copies the decode rows cycle through")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_flag("--packed", g_packed, "Weights in the load-time packed layout, as the engine runs them");
+  bench::parse_or_exit(app, argc, argv);
+  if (!type_names.empty()) types = bench::lookup_or_exit(app, "--types", type_names, type_from_name);
+  if (const std::string error = isa.empty() ? "" : kernels::set_level(isa); !error.empty()) {
+    std::fprintf(stderr, "kernels_bench: --isa %s\n", error.c_str());
+    return 2;
   }
   ThreadPool tp2(2);
   std::printf("kernels_bench: isa %s%s (best %s)\n", kernels::isa_name(kernels::active_isa()),

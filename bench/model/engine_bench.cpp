@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "../bench_util.h"
 #include "base/timer.h"
 #include "model/forward.h"
@@ -73,30 +74,34 @@ Touched touched_per_token(const Model& m) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: engine_bench MODEL [--threads 1,2] [--depths 0,4096] [--decode N] [--pp-reps N] "
-                 "[--cache-type f32|f16|q8_0]\n");
-    return 2;
-  }
+  std::string path, cache_name = "f32";
   std::vector<int64_t> threads{1, 2}, depths{0, 4096};
   int n_decode = 16, pp_reps = 2;
-  GgmlType cache_type = GgmlType::F32;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = bench::parse_list(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--depths")) depths = bench::parse_list(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--decode")) n_decode = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--pp-reps")) pp_reps = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--cache-type")) {
-      auto t = kv_cache_type_from_name(argv[i + 1]);
-      if (!t.ok()) {
-        std::fprintf(stderr, "%s\n", t.status().message().c_str());
-        return 2;
-      }
-      cache_type = *t;
-    }
+  CLI::App app{
+      "Decode and prompt speed of one model against the memory bandwidth, per thread count and depth",
+      "engine_bench"};
+  app.add_option("model", path, "GGUF model")->required();
+  app.add_option("--threads", threads, "Thread counts, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--depths", depths, "Context depths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--decode", n_decode, "Tokens decoded per depth")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--pp-reps", pp_reps, "Repetitions of the prompt pass")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--cache-type", cache_name, "KV cache type: f32, f16 or q8_0")->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
+  auto cache = kv_cache_type_from_name(cache_name);
+  if (!cache.ok()) {
+    std::fprintf(stderr, "engine_bench: --cache-type: %s\n", cache.status().message().c_str());
+    return 2;
   }
-  auto model = Model::load(argv[1]);
+  const GgmlType cache_type = *cache;
+  auto model = Model::load(path);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().message().c_str());
     return 1;
@@ -105,8 +110,8 @@ int main(int argc, char** argv) {
   const Touched tt = touched_per_token(*model);
   std::printf(
       "model %s: n_embd %lld, %lld layers, %lld experts (top %lld); weights per decode token %.1f MB%s\n",
-      argv[1], (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_expert, (long long)c.n_expert_used,
-      tt.bytes / 1e6, model->packed_bytes() > 0 ? " (packed)" : "");
+      path.c_str(), (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_expert,
+      (long long)c.n_expert_used, tt.bytes / 1e6, model->packed_bytes() > 0 ? " (packed)" : "");
 
   auto token = [&](int64_t i) {
     return static_cast<int32_t>((i * 2654435761u) % static_cast<uint64_t>(c.n_vocab));

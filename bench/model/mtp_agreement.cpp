@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "base/timer.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
@@ -20,20 +21,25 @@
 
 int main(int argc, char** argv) {
   using namespace mtp;
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL [n_tokens] [prompt] [threads]\n", argv[0]);
-    return 2;
-  }
-  const int n_tokens = argc > 2 ? std::atoi(argv[2]) : 200;
-  const std::string prompt = argc > 3 ? argv[3] : "The model";
-  ThreadPool pool(argc > 4 ? std::atoi(argv[4]) : 2);
-  auto model = Model::load(argv[1]);
+  std::string path, prompt = "The model";
+  int n_tokens = 200, threads = 2;
+  CLI::App app{"How often the MTP head's drafts match the trunk's greedy tokens, at draft positions 1 and 2",
+               "mtp_agreement"};
+  app.add_option("model", path, "GGUF model with an MTP block")->required();
+  app.add_option("n_tokens", n_tokens, "Tokens to generate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("prompt", prompt, "Prompt text")->capture_default_str();
+  app.add_option("threads", threads, "Threads")->check(CLI::Range(1, 4096))->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
+  ThreadPool pool(threads);
+  auto model = Model::load(path);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().message().c_str());
     return 1;
   }
   if (!model->has_mtp()) {
-    std::fprintf(stderr, "%s has no MTP block\n", argv[1]);
+    std::fprintf(stderr, "%s has no MTP block\n", path.c_str());
     return 1;
   }
   auto tok = Tokenizer::create(model->vocab());
@@ -71,7 +77,7 @@ int main(int argc, char** argv) {
   }
   std::string text = tok->decode({x.data() + n_prompt, std::min<size_t>(x.size() - n_prompt, 60)});
   for (char& c : text) c = (c == '\n') ? ' ' : c;
-  std::printf("model %s: %d generated tokens (trunk %.1f s)\n", argv[1], n_tokens, trunk_s);
+  std::printf("model %s: %d generated tokens (trunk %.1f s)\n", path.c_str(), n_tokens, trunk_s);
   std::printf("text: %s...\n", text.c_str());
   std::printf("draft position 1: %d/%d accepted (%.3f)\n", accepted1, drafted1,
               drafted1 ? static_cast<double>(accepted1) / drafted1 : 0.0);

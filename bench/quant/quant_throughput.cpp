@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "base/thread_pool.h"
 #include "quant/quantize.h"
 
@@ -27,42 +28,19 @@ struct Options {
                                  GgmlType::IQ4_XS, GgmlType::Q8_K};
 };
 
-[[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr, "%s\nusage: quant_throughput [--mb N] [--threads N] [--types t1,t2] [--imatrix]\n",
-               message);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value");
-      return argv[++i];
-    };
-    if (arg == "--mb") {
-      o.megabytes = std::atof(value().c_str());
-    } else if (arg == "--threads") {
-      o.threads = std::atoi(value().c_str());
-    } else if (arg == "--imatrix") {
-      o.imatrix = true;
-    } else if (arg == "--types") {
-      o.types.clear();
-      const std::string list = value();
-      size_t start = 0;
-      while (start <= list.size()) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        const auto type = mtp::type_from_name(list.substr(start, comma - start));
-        if (!type) usage("unknown type");
-        o.types.push_back(*type);
-        start = comma + 1;
-      }
-    } else {
-      usage("unknown argument");
-    }
-  }
-  if (o.megabytes <= 0) usage("--mb must be positive");
+  std::vector<std::string> names;
+  CLI::App app{"Quantize and dequantize throughput per type, on one thread and on all", "quant_throughput"};
+  app.add_option("--mb", o.megabytes, "Megabytes of F32 input")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "Threads of the second column (0: all)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--types", names, "Types, comma-separated (default: every quantized type)")->delimiter(',');
+  app.add_flag("--imatrix", o.imatrix, "Quantize with importance weights");
+  mtp::bench::parse_or_exit(app, argc, argv);
+  if (!names.empty()) o.types = mtp::bench::lookup_or_exit(app, "--types", names, mtp::type_from_name);
   return o;
 }
 

@@ -174,8 +174,10 @@ Status run(const Options& o) {
                          run_levels(engines, o.profiles, tok, static_cast<int>(c), o));
     for (size_t i = 0; i < levels.size(); ++i) {
       const Level& l = levels[i];
-      std::fprintf(stderr, "c%-2lld %-6s %7.2f tok/s, acceptance %5.3f; by generating slots (steps, ms, k):",
-                   static_cast<long long>(c), o.profiles[i].c_str(), l.tok_s(), l.acceptance());
+      char acceptance[16] = "-";  // - : nothing drafted
+      if (l.acceptance() >= 0) std::snprintf(acceptance, sizeof(acceptance), "%5.3f", l.acceptance());
+      std::fprintf(stderr, "c%-2lld %-6s %7.2f tok/s, acceptance %s; by generating slots (steps, ms, k):",
+                   static_cast<long long>(c), o.profiles[i].c_str(), l.tok_s(), acceptance);
       for (const auto& [gen, g] : l.by_generating())
         std::fprintf(stderr, " %d:(%lld, %.0f, %.2f)", gen, static_cast<long long>(g.steps),
                      1e3 * g.seconds / static_cast<double>(g.steps),
@@ -235,8 +237,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "engine_sweep: %s: %s\n", a.c_str(), e.what());
       return 2;
     }
-    std::fprintf(stderr, "usage: engine_sweep %s [--draft-vocab N] [--trace]\n", bench::kSweepUsage);
-    return 2;
+    bench::usage_or_exit("engine_sweep", a, "[--draft-vocab N] [--trace]");
   }
   if (o.model.empty()) {
     std::fprintf(stderr, "engine_sweep: -m MODEL is required\n");

@@ -27,9 +27,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "server_process.h"
 
 namespace {
@@ -90,6 +92,15 @@ struct TurnResult {
   std::string error;
 };
 
+// The server's own words for a failed request: OpenAI's {"error": {"message": ...}}, else the body as sent
+// (a streamed request's error body reaches the content receiver, not the response).
+std::string error_message(const std::string& body) {
+  const Json j = Json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message"))
+    return j["error"]["message"].get<std::string>();
+  return body.empty() ? "(no body)" : body;
+}
+
 TurnResult chat(const Endpoint& ep, Json body) {
   body["stream"] = true;
   body["stream_options"] = Json{{"include_usage", true}};
@@ -147,7 +158,7 @@ TurnResult chat(const Endpoint& ep, Json body) {
   if (!cli.send(req, res, err))
     r.error = "HTTP: " + httplib::to_string(err);
   else if (res.status != 200)
-    r.error = "HTTP " + std::to_string(res.status) + " " + res.body;
+    r.error = "HTTP " + std::to_string(res.status) + ": " + error_message(res.body + pending);
   r.total_ms = ms();
   return r;
 }
@@ -162,13 +173,17 @@ int64_t count_tokens(const Endpoint& ep, const std::string& text) {
 int run(const Options& o) {
   std::unique_ptr<mtp::testing::ServerProcess> own;
   Endpoint ep;
+  const int64_t target = o.profile == "32k" ? 32768 : 8192;
   if (!o.model.empty()) {
-    own = std::make_unique<mtp::testing::ServerProcess>("-m " + o.model + " " + o.extra, 600);
+    // A context the profile fits in (its tokens, the replies, a margin), unless --extra sets one.
+    const bool sets_context = std::regex_search(o.extra, std::regex(R"((^|\s)(-c|--ctx-size)(\s|=|$))"));
+    const int64_t n_ctx = (target * 5 / 4 + int64_t{o.max_tokens} * o.turns + 1023) / 1024 * 1024;
+    const std::string context = sets_context ? "" : " -c " + std::to_string(n_ctx);
+    own = std::make_unique<mtp::testing::ServerProcess>("-m " + o.model + context + " " + o.extra, 600);
     ep = {"127.0.0.1", own->port()};
   } else {
     ep = parse_url(o.url);
   }
-  const int64_t target = o.profile == "32k" ? 32768 : 8192;
   const int date_change = o.date_change >= 0 ? o.date_change : o.turns / 2 + 1;
   Words words(o.seed);
   // Tokens per word of the filler, from the server's own tokenizer.
@@ -276,7 +291,8 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"Multi-turn agent sessions against an OpenAI-compatible server: time to first token per turn"};
+  CLI::App app{"Multi-turn agent sessions against an OpenAI-compatible server: time to first token per turn",
+               "multi_turn_bench"};
   auto* url = app.add_option("--url", o.url, "A running server, http://HOST:PORT");
   auto* model = app.add_option("-m,--model", o.model, "Start `mtp serve` on this GGUF for the run");
   url->excludes(model);
@@ -292,7 +308,7 @@ int main(int argc, char** argv) {
   app.add_option("--date-change", o.date_change, "Turn whose system prompt has a new date (0: never)");
   app.add_option("--seed", o.seed, "Text seed")->capture_default_str();
   app.add_option("--jsonl", o.jsonl, "One JSON line per turn into FILE");
-  CLI11_PARSE(app, argc, argv);
+  mtp::bench::parse_or_exit(app, argc, argv);
   if (o.url.empty() && o.model.empty()) {
     std::fprintf(stderr, "multi_turn_bench: give --url or -m\n");
     return 2;

@@ -220,9 +220,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "server_sweep: %s: %s\n", a.c_str(), e.what());
       return 2;
     }
-    std::fprintf(stderr, "usage: server_sweep %s [--repeat N] [--draft-vocab N] [--extra \"ARGS\"]\n",
-                 mtp::bench::kSweepUsage);
-    return 2;
+    mtp::bench::usage_or_exit("server_sweep", a, "[--repeat N] [--draft-vocab N] [--extra \"ARGS\"]");
   }
   if (o.model.empty()) {
     std::fprintf(stderr, "server_sweep: -m MODEL is required\n");

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -84,6 +86,17 @@ inline bool parse_sweep_flag(SweepOptions& o, int argc, char** argv, int& i) {
     return false;
   }
   return true;
+}
+
+// An argument no parser took: --help / -h prints the usage on stdout (exit 0); anything else is named on one
+// line (exit 2).
+[[noreturn]] inline void usage_or_exit(const char* program, const std::string& arg, const char* more_flags) {
+  if (arg == "--help" || arg == "-h") {
+    std::printf("usage: %s %s %s\n", program, kSweepUsage, more_flags);
+    std::exit(0);
+  }
+  std::fprintf(stderr, "%s: unknown argument '%s' (--help for the usage)\n", program, arg.c_str());
+  std::exit(2);
 }
 
 }  // namespace mtp::bench

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_cli.h"
 #include "../bench_util.h"
 #include "base/timer.h"
 #include "engine/engine.h"
@@ -107,46 +108,35 @@ Expected<EngineRun> engine_run(const Model& model, ThreadPool& pool, const std::
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: draft_vocab_bench MODEL [--sizes 8192,16384,32768,65536,0] [--ids FILE] [--threads N] "
-        "[--reps R] [--tokens T] [--prompt TEXT] [--target-layers L] [--gen G] [--draft-max D]\n");
-    return 2;
-  }
+  std::string path;
   std::vector<int64_t> sizes{8192, 16384, 32768, 65536, 0};
   std::string ids_file, prompt = "The quick brown fox";
   int threads = 0, reps = 15;
   int64_t n_tokens = 48, target_layers = 40, gen = 64;
   int32_t draft_max = 3;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--sizes"))
-      sizes = bench::parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--ids"))
-      ids_file = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--threads"))
-      threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps"))
-      reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--tokens"))
-      n_tokens = std::max<int64_t>(4, std::atoll(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--prompt"))
-      prompt = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--gen"))
-      gen = std::max<int64_t>(0, std::atoll(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--draft-max"))
-      draft_max = std::max(1, std::atoi(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--target-layers"))
-      target_layers = std::atoll(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "draft_vocab_bench: unknown option %s\n", argv[i]);
-      return 2;
-    }
-  }
+  CLI::App app{"The vocabulary-subset draft head: cost per size and acceptance against the full head",
+               "draft_vocab_bench"};
+  app.add_option("model", path, "GGUF model with an MTP block")->required();
+  app.add_option("--sizes", sizes, "Subset sizes, comma-separated (0: the full head)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--ids", ids_file, "Ranked ids (mtp draft-vocab build); default: the first N ids");
+  app.add_option("--threads", threads, "Threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--reps", reps, "Repetitions per size")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--tokens", n_tokens, "Prompt tokens")->check(CLI::Range(4, 1 << 20))->capture_default_str();
+  app.add_option("--prompt", prompt, "Prompt text")->capture_default_str();
+  app.add_option("--target-layers", target_layers, "Trunk layers to scale the draft cost against")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--gen", gen, "Tokens generated to measure acceptance")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--draft-max", draft_max, "Draft length")->check(CLI::Range(1, 16))->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
   Timer load_timer;
-  auto model = Model::load(argv[1]);
+  auto model = Model::load(path);
   if (!model.ok()) return die(model.status());
-  if (!model->has_mtp()) return die(invalid_argument(argv[1], ": the model has no MTP block"));
+  if (!model->has_mtp()) return die(invalid_argument(path, ": the model has no MTP block"));
   const Qwen35MoeConfig& c = model->config();
   const TensorView& head = model->weights().mtp->head;
   ThreadPool pool(threads);
@@ -255,7 +245,7 @@ int main(int argc, char** argv) {
   const double trunk_target = full_head + per_layer * static_cast<double>(target_layers);
 
   std::printf("model %s: n_embd %lld, %lld trunk layers, n_vocab %lld, MTP head %s; loaded in %.1f s\n",
-              argv[1], (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_vocab,
+              path.c_str(), (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_vocab,
               std::string(type_name(head.type)).c_str(), load_timer.seconds());
   std::printf("%d threads; medians of %d runs of every step, interleaved; subsets %s, gathered in %.2f s\n",
               pool.size(), reps, ids_file.empty() ? "first N" : ids_file.c_str(), gather_s);

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../bench_cli.h"
 
 #include <chrono>
 #include <cstdio>
@@ -52,18 +53,12 @@ int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "mtp-bench-surgery").string();
   std::string layers = "3";
   bool keep = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc)
-      dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--layers") && i + 1 < argc)
-      layers = argv[++i];
-    else if (!std::strcmp(argv[i], "--keep-files"))
-      keep = true;
-    else {
-      std::fprintf(stderr, "usage: %s [--dir DIR] [--layers N] [--keep-files]\n", argv[0]);
-      return 2;
-    }
-  }
+  CLI::App app{"Time each surgery step (synth, extract-head, graft, quantize) on 35B-A3B-width files",
+               "bench_surgery"};
+  app.add_option("--dir", dir, "Folder for the files")->capture_default_str();
+  app.add_option("--layers", layers, "Trunk layers")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_flag("--keep-files", keep, "Keep the files afterwards");
+  mtp::bench::parse_or_exit(app, argc, argv);
   std::filesystem::create_directories(dir);
   const std::string mtp = MTP_BINARY;
   const std::string full = dir + "/full.gguf", trunk = dir + "/trunk.gguf", head = dir + "/head.gguf",

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "base/mapped_file.h"
 #include "command.h"
@@ -174,11 +175,14 @@ Status build(const BuildArgs& a) {
   MTP_RETURN_IF_ERROR(spec::write_draft_vocab_file(a.out, ids, mv.n_vocab));
 
   const uint64_t total = corpus_tokens + recorded;
+  // The subset's ids in three disjoint groups that add up: control tokens (always kept), other ids the
+  // counts saw, the rest.
   uint64_t distinct = 0, covered = 0, seen_in = 0;
   for (uint64_t c : counts) distinct += c > 0;
+  const std::set<int32_t> control(always.begin(), always.end());
   for (int32_t id : ids) {
     covered += counts[static_cast<size_t>(id)];
-    seen_in += counts[static_cast<size_t>(id)] > 0;
+    seen_in += counts[static_cast<size_t>(id)] > 0 && control.count(id) == 0;
   }
   std::printf(
       "counted        %llu tokens (%llu from %zu corpus files, %llu from %zu id files), %llu distinct ids\n",
@@ -186,7 +190,7 @@ Status build(const BuildArgs& a) {
       (unsigned long long)recorded, a.from_ids.size(), (unsigned long long)distinct);
   std::printf("wrote          %s: %zu of %lld ids (%zu control tokens, %llu seen, %llu unseen)\n",
               a.out.c_str(), ids.size(), (long long)mv.n_vocab, always.size(), (unsigned long long)seen_in,
-              (unsigned long long)(ids.size() - seen_in));
+              (unsigned long long)(ids.size() - always.size() - seen_in));
   std::printf("coverage       %s of the counted tokens are in the subset\n",
               percent(static_cast<double>(covered), static_cast<double>(total)).c_str());
   return Status::Ok();

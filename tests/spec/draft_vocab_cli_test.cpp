@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <sstream>
+#include <string>
 
 #include "../gguf/test_util.h"
 #include "../model/fixtures.h"
@@ -78,6 +80,14 @@ TEST_F(DraftVocabCli, BuildRanksTheCorpusTokensAfterTheControlTokens) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "from 2 corpus files")) << r.output;
   EXPECT_TRUE(contains(r.output, "wrote          " + out + ": 100 of 512 ids (5 control tokens")) << r.output;
+  // Control tokens, seen and unseen ids are disjoint and add up to the subset (the control tokens are in
+  // the corpus too).
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex(R"(\((\d+) control tokens, (\d+) seen, (\d+) unseen\))")))
+      << r.output;
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]) + std::stoi(m[3]), 100) << r.output;
+  EXPECT_GT(std::stoi(m[3]), 0) << r.output;
   EXPECT_TRUE(contains(r.output, "coverage       100.00%")) << r.output;
   auto f = read_draft_vocab_file(out, 512);
   ASSERT_TRUE(f.ok()) << f.status().message();
