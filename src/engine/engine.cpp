@@ -225,6 +225,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
   }
 
   // 1. Draft lengths for the generating slots, then the drafts.
+  Timer step_timer;  // the whole step: drafts, trunk, acceptance and the drafter's catch-up (observe_step)
   std::vector<Slot*> gen;
   int64_t prompt_left = 0;
   for (Slot& s : slots) {
@@ -388,6 +389,10 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     s.last = y;
     events.push_back(std::move(ev));
   }
+  // What the step delivered, whatever the policy's model predicted (its guard against drafting that loses).
+  if (drafter && info.prompt_rows == 0 && !gen.empty())
+    policy.observe_step(static_cast<int64_t>(gen.size()), info.generating + info.accepted,
+                        step_timer.seconds(), info.drafting > 0);
   for (Slot& s : slots) {
     if (s.state != SlotState::kPrompt || s.n_rows == 0) continue;
     const int64_t pos0 = s.prompt_done;

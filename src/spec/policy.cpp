@@ -66,6 +66,11 @@ constexpr double kBacklogSteps = 16;     // steps a drafting stretch's one-time 
 constexpr int64_t kRefreshSteps = 32;    // trunk steps after which a size's samples are stale
 constexpr int64_t kWarmupSteps = 2;      // trunk steps a verify size's first samples keep it cheap
 constexpr double kExploreMargin = 0.15;  // a stale draft length this close to the plan's gets re-measured
+constexpr int64_t kOutcomeSteps = 8;     // drafting steps the guard judges at a time (observe_step)
+constexpr double kClearLoss = 0.15;      // a loss the guard acts on after half of them
+constexpr double kSmallLoss = 0.02;      // a loss it acts on after all of them
+constexpr int64_t kPauseSteps = 64;      // trunk steps without drafting after a verdict against it
+constexpr int64_t kMaxPauseSteps = 4096;  // the pause grows 4x with each verdict in a row against drafting
 
 // Trunk steps since size `rows` was last sampled (at[rows]: the step count then, -1 never); huge if never.
 int64_t age_of(const std::vector<int64_t>& at, int64_t rows, int64_t now) {
@@ -197,6 +202,50 @@ void AcceptanceTracker::idle_step(const AcceptanceTracker& typical) {
     cond_[i] += kAcceptDecay * (typical.rate(static_cast<int32_t>(i)) - cond_[i]);
 }
 
+DraftPolicy::Outcome& DraftPolicy::outcome(int64_t slots) {
+  if (static_cast<int64_t>(outcome_.size()) <= slots) outcome_.resize(static_cast<size_t>(slots + 1));
+  return outcome_[static_cast<size_t>(slots)];
+}
+
+bool DraftPolicy::paused(int64_t slots) const {
+  return slots < static_cast<int64_t>(outcome_.size()) &&
+         outcome_[static_cast<size_t>(slots)].paused_until > trunk_steps_;
+}
+
+// The guard: every kOutcomeSteps drafting steps at a batch size, their tokens per second against the recent
+// plain steps' at that size. Worse, and drafting pauses there for kPauseSteps trunk steps, four times as long
+// after each verdict in a row that went against it (up to kMaxPauseSteps), so that where drafting loses for
+// good its retries cost a few percent and less; better, and the pause starts short again. It prices nothing:
+// it only overrules the model, whose prices come from single passes and can be off (measured at 16 threads:
+// a plain step priced at 23 ms that took 10 kept drafting steps of 48 ms going).
+void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted) {
+  if (slots <= 0 || tokens <= 0 || seconds <= 0) return;
+  Outcome& o = outcome(slots);
+  if (!drafted) {
+    o.plain_seconds[static_cast<size_t>(o.plain_n++ % Outcome::kPlainSteps)] = seconds;
+    return;
+  }
+  o.draft_tokens += static_cast<double>(tokens);
+  o.draft_seconds += seconds;
+  if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
+  double plain_seconds = 0;
+  const int64_t m = std::min(o.plain_n, Outcome::kPlainSteps);
+  for (int64_t i = 0; i < m; ++i) plain_seconds += o.plain_seconds[static_cast<size_t>(i)];
+  const double plain_rate = static_cast<double>(slots * m) / plain_seconds;
+  // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
+  // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
+  const double ratio = o.draft_tokens / o.draft_seconds / plain_rate;
+  if (o.draft_n < kOutcomeSteps && ratio >= 1 - kClearLoss) return;
+  if (ratio < 1 - kSmallLoss) {
+    o.backoff = o.backoff == 0 ? kPauseSteps : std::min(4 * o.backoff, kMaxPauseSteps);
+    o.paused_until = trunk_steps_ + o.backoff;
+  } else {
+    o.backoff = 0;
+  }
+  o.draft_tokens = o.draft_seconds = 0;
+  o.draft_n = 0;
+}
+
 double DraftPolicy::trunk_line(bool verify, double rows) const {
   const StepCostModel& own = verify ? verify_ : plain_;
   const StepCostModel& other = verify ? plain_ : verify_;
@@ -267,22 +316,14 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
     return k;
   }
-  // Auto. Without measurements yet, draft (the first steps measure the shapes).
+  // Auto. Plain decoding at this batch size first, until its own median prices it (a step without prompt
+  // rows, whose time then is the plain line's): a first step pays one-time costs (measured 2-3x), and priced
+  // by it alone plain decoding would look dear next to anything. Where drafting measurably loses, not at all.
+  if (prompt_rows == 0 && !plain_.trusted(static_cast<int64_t>(n))) return k;
+  if (paused(static_cast<int64_t>(n))) return k;
+  // Then, without measurements of drafting yet, draft (the first step measures the shapes).
   if (!has_trunk_data() || !draft_.has_data()) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
-    return k;
-  }
-  // Plain decoding at this batch size never measured: measure it once (a step without prompt rows, whose
-  // time then is the plain line's), rather than price it from another shape or from verify steps.
-  if (prompt_rows == 0 && !plain_.measured(static_cast<int64_t>(n))) return k;
-  // The first verify steps pay one-time costs (measured: a first 4-row verify at 183 ms against a steady 40),
-  // and a verify price from them alone would stop drafting for good, no later verify step correcting it: once
-  // measured, keep drafting until verify steps were measured kTrustSamples times, so that a median prices
-  // them. (Before any, verify steps are priced by the plain line.)
-  if (prompt_rows == 0 && verify_.samples() > 0 && verify_.samples() < kTrustSamples &&
-      (n == 1 || plain_.trusted(static_cast<int64_t>(n))) &&
-      plain_age(static_cast<int64_t>(n)) <= kRefreshSteps) {
-    for (size_t r = 0; r < n; ++r) k[r] = slots[r].acceptance ? slots[r].n_max : 0;
     return k;
   }
   // Expected accepted drafts of slot r drafting `len` tokens.
@@ -291,14 +332,15 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     for (int32_t i = 0; i < len; ++i) a += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
     return a;
   };
-  auto step_time = [&](const std::vector<int32_t>& ks) {
+  // verify_free: the verify rows priced at nothing (what the draft passes alone leave of drafting's gain).
+  auto step_time = [&](const std::vector<int32_t>& ks, bool verify_free = false) {
     int64_t extra = 0;
     int32_t kmax = 0;
     for (int32_t x : ks) {
       extra += x;
       kmax = std::max(kmax, x);
     }
-    double t = predict_trunk(static_cast<int64_t>(n), extra);
+    double t = predict_trunk(static_cast<int64_t>(n), verify_free ? 0 : extra);
     double backlog = 0;
     for (int32_t i = 1; i <= kmax; ++i) {
       double rows = 0;
@@ -363,10 +405,18 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
     }
     best = g;
   }
+  // The first verify steps pay one-time costs (measured: a first 4-row verify at 183 ms against a steady 40),
+  // and a verify price from them alone would stop drafting for good, no later verify step correcting it: once
+  // measured, keep drafting until verify steps were measured kTrustSamples times, so that a median prices
+  // them. Not where the draft passes alone cost more than drafting gains (verify rows free): those are
+  // measured already, and need no second look.
+  if (prompt_rows == 0 && verify_.samples() > 0 && verify_.samples() < kTrustSamples &&
+      plain_age(static_cast<int64_t>(n)) <= kRefreshSteps) {
+    std::vector<int32_t> full(n);
+    for (size_t r = 0; r < n; ++r) full[r] = slots[r].acceptance ? slots[r].n_max : 0;
+    if (expected_tokens(full) / std::max(step_time(full, true), 1e-9) > plain) return full;
+  }
   if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
-  // Before drafting at a batch size, its plain step is measured until its own average prices it (plain
-  // steps cost nothing against MTP off; a line-priced plain step can be off by tens of percent).
-  if (prompt_rows == 0 && n > 1 && !plain_.trusted(static_cast<int64_t>(n))) std::fill(k.begin(), k.end(), 0);
   // While drafting, the plain price of this batch size is not measured, and the machine's speed drifts
   // (shared cores: tens of percent over minutes); a plain estimate from a slow stretch would keep drafting
   // in a batch where it loses (measured: -18% at c16). So after kRefreshSteps one plain step re-prices it,

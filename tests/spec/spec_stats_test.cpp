@@ -150,8 +150,9 @@ TEST(DraftPolicy, AutoMaximisesExpectedThroughput) {
     bad.observe(3, 0);
   }
   {
-    DraftPolicy cheap(o);  // memory-bound: rows nearly free, drafting cheap
-    for (int r = 1; r <= 16; ++r) cheap.observe_trunk(r, 0, 0, 1.0 + 0.05 * (r - 1));
+    DraftPolicy cheap(o);              // memory-bound: rows nearly free, drafting cheap
+    for (int rep = 0; rep < 3; ++rep)  // plain steps priced by their own medians
+      for (int r = 1; r <= 16; ++r) cheap.observe_trunk(r, 0, 0, 1.0 + 0.05 * (r - 1));
     for (int r = 1; r <= 16; ++r) cheap.observe_draft(r, 0.05);
     std::vector<SlotDemand> s{{3, &good}};
     EXPECT_EQ(cheap.choose(s), (std::vector<int32_t>{3}));
@@ -221,9 +222,10 @@ TEST(DraftPolicy, VerifyRowsArePricedFromVerifySteps) {
   PolicyOptions o;
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
-  for (int64_t n : {1, 2, 4, 8, 16}) p.observe_trunk(n, 0, 0, 0.02 + 0.006 * static_cast<double>(n));
-  for (int rep = 0; rep < 3; ++rep)  // each size measured often enough to be trusted
+  for (int rep = 0; rep < 3; ++rep) {  // each size measured often enough to be trusted
+    for (int64_t n : {1, 2, 4, 8, 16}) p.observe_trunk(n, 0, 0, 0.02 + 0.006 * static_cast<double>(n));
     for (int64_t n : {1, 2, 4}) p.observe_trunk(n, 3 * n, 0, 0.02 + 0.0085 * static_cast<double>(4 * n));
+  }
   for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.004);
   EXPECT_NEAR(p.predict_trunk(4), 0.02 + 0.006 * 4, 1e-9);
   EXPECT_NEAR(p.predict_trunk(4, 12), 0.02 + 0.0085 * 16, 1e-9);
@@ -261,7 +263,7 @@ TEST(DraftPolicy, AutoStopsDraftingWhenDraftsAreRejected) {
   o.kind = PolicyKind::kAuto;
   DraftPolicy p(o);
   for (int64_t r = 1; r <= 8; ++r) {
-    p.observe_trunk(r, 0, 0, 0.02 + 0.002 * static_cast<double>(r));
+    for (int rep = 0; rep < 3; ++rep) p.observe_trunk(r, 0, 0, 0.02 + 0.002 * static_cast<double>(r));
     if (r > 1) p.observe_trunk(1, r - 1, 0, 0.02 + 0.002 * static_cast<double>(r));
     p.observe_draft(r, 0.0005);
   }
@@ -281,11 +283,13 @@ TEST(DraftPolicy, AutoIgnoresGainsWithinTheMargin) {
   for (int i = 0; i < 200; ++i) sure.observe(3, 3);
   const std::vector<SlotDemand> one{{3, &sure}};
   DraftPolicy dear(o);
-  for (int64_t r = 1; r <= 4; ++r) dear.observe_trunk(r, 0, 0, 1.0 + 16.0 * static_cast<double>(r));
+  for (int rep = 0; rep < 3; ++rep)
+    for (int64_t r = 1; r <= 4; ++r) dear.observe_trunk(r, 0, 0, 1.0 + 16.0 * static_cast<double>(r));
   dear.observe_draft(1, 1e-6);
   EXPECT_EQ(dear.choose(one), (std::vector<int32_t>{0}));
   DraftPolicy cheap(o);
-  for (int64_t r = 1; r <= 4; ++r) cheap.observe_trunk(r, 0, 0, 1.0 + 1.0 * static_cast<double>(r));
+  for (int rep = 0; rep < 3; ++rep)
+    for (int64_t r = 1; r <= 4; ++r) cheap.observe_trunk(r, 0, 0, 1.0 + 1.0 * static_cast<double>(r));
   cheap.observe_draft(1, 1e-6);
   EXPECT_EQ(cheap.choose(one), (std::vector<int32_t>{3}));
 }
@@ -298,13 +302,15 @@ TEST(DraftPolicy, AutoCountsSteadyCatchUpRowsOnly) {
   o.kind = PolicyKind::kAuto;
   const AcceptanceTracker a = tracker_at(0.85);
   DraftPolicy p(o);
-  for (int64_t r = 1; r <= 8; ++r) p.observe_trunk(r, 0, 0, 0.035 + 0.011 * static_cast<double>(r));
+  for (int rep = 0; rep < 3; ++rep)
+    for (int64_t r = 1; r <= 8; ++r) p.observe_trunk(r, 0, 0, 0.035 + 0.011 * static_cast<double>(r));
   for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.003 + 0.004 * static_cast<double>(r));
   EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &a, 0}})[0], 0);
   EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &a, 60}})[0], 0);
   // Draft rows dear enough that a round's catch-up rows tip the balance: k = 1 pays without them only.
   DraftPolicy dear(o);
-  for (int64_t r = 1; r <= 8; ++r) dear.observe_trunk(r, 0, 0, 1.0 + 1.0 * static_cast<double>(r));
+  for (int rep = 0; rep < 3; ++rep)
+    for (int64_t r = 1; r <= 8; ++r) dear.observe_trunk(r, 0, 0, 1.0 + 1.0 * static_cast<double>(r));
   for (int64_t r = 1; r <= 8; ++r) dear.observe_draft(r, 0.55 * static_cast<double>(r));
   AcceptanceTracker sure;
   for (int i = 0; i < 200; ++i) sure.observe(1, 1);
@@ -338,11 +344,13 @@ TEST(DraftPolicy, AutoDoesNotStopDraftingOnOneSlowFirstVerifyStep) {
   DraftPolicy p(o);
   const AcceptanceTracker a = tracker_at(0.9);
   const std::vector<SlotDemand> slot{{3, &a, 1}};
-  EXPECT_EQ(p.choose(slot)[0], 3);  // no data: measure
+  for (int step = 0; step < 3; ++step) {  // plain decoding first, until its median prices it
+    EXPECT_EQ(p.choose(slot)[0], 0);
+    p.observe_trunk(1, 0, 0, 0.025);
+  }
+  EXPECT_EQ(p.choose(slot)[0], 3);  // no drafting data: measure
   p.observe_trunk(1, 3, 0, 0.300);  // a first verify step, 10x a steady one
   for (int64_t r = 1; r <= 16; ++r) p.observe_draft(r, 0.002 + 0.0005 * static_cast<double>(r));
-  EXPECT_EQ(p.choose(slot)[0], 0);  // plain never measured: measure it
-  p.observe_trunk(1, 0, 0, 0.025);
   for (int step = 0; step < 20; ++step) {
     const int32_t k = p.choose(slot)[0];
     ASSERT_GT(k, 0) << step;

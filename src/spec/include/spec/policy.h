@@ -5,7 +5,9 @@
 //    N slots are generating; otherwise nobody drafts this step.
 //  * auto: choose each slot's draft length k (0 allowed) to maximise expected tokens per second, from the
 //    step time measured online (trunk decode, verify and prompt rows, MTP draft passes) and each slot's
-//    recent acceptance per draft position. Details in policy.cpp.
+//    recent acceptance per draft position. Plain decoding is measured first at each batch size; and whatever
+//    the model predicts, where drafting steps measurably deliver fewer tokens per second than plain ones,
+//    drafting pauses at that batch size (longer after each such verdict). Details in policy.cpp.
 #pragma once
 
 #include <array>
@@ -102,6 +104,9 @@ class DraftPolicy {
   // rows (draft rows and catch-up rows together).
   void observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds);
   void observe_draft(int64_t rows, double seconds) { draft_.observe(rows, seconds); }
+  // A whole step without prompt rows: `slots` generating slots emitted `tokens` in `seconds` (its draft
+  // passes and trunk forward together); `drafted`: some slot drafted.
+  void observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted);
   // A verification round of any slot: the engine-wide acceptance, where a new request's estimate starts.
   void observe_round(int64_t n_drafted, int64_t n_accepted) { acceptance_.observe(n_drafted, n_accepted); }
   // A step in which no slot drafted: the engine-wide rates drift toward the prior, so that after a bad
@@ -136,6 +141,21 @@ class DraftPolicy {
   int64_t exploring_ = 0;             // the verify size the last choose() ran to re-measure; 0 none
   StepCostModel draft_;
   AcceptanceTracker acceptance_;  // every slot's rounds
+
+  // What steps delivered, per batch size (generating slots), whatever the model predicted: the guard that
+  // stops drafting where it measurably loses (policy.cpp).
+  struct Outcome {
+    static constexpr int64_t kPlainSteps = 8;
+    std::array<double, kPlainSteps> plain_seconds{};  // the last plain steps (each emits one token a slot)
+    int64_t plain_n = 0;
+    double draft_tokens = 0, draft_seconds = 0;  // drafting steps since the last verdict
+    int64_t draft_n = 0;
+    int64_t backoff = 0;        // trunk steps of the next pause; 0: the first pause's
+    int64_t paused_until = -1;  // trunk_steps_ until which this size does not draft
+  };
+  std::vector<Outcome> outcome_;  // index: generating slots
+  Outcome& outcome(int64_t slots);
+  bool paused(int64_t slots) const;
 };
 
 }  // namespace mtp::spec
