@@ -7,7 +7,11 @@
 // before it (the figures once at the start are printed too).
 //
 //   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16] [--pp-reps 2]
-//                [--cache-type f32|f16|q8_0]
+//                [--cache-type f32|f16|q8_0] [--profile]
+//
+// --profile: also where the time of a step of 1 row (decode) and of 4 rows (a verify batch) goes at each
+// thread count, by kind of work, and how much of the thread pool's jobs its threads spent working
+// (base/step_profile.h).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 
 #include "../bench_cli.h"
 #include "../bench_util.h"
+#include "base/step_profile.h"
 #include "base/timer.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -71,12 +76,63 @@ Touched touched_per_token(const Model& m) {
   return add(t, m.weights().output);
 }
 
+// Where `steps` steps of `rows` rows of one sequence go, at depth 0: decode rows that stay (rows = 1) or
+// verify batches rolled back to their first row, as the engine does when every draft is rejected.
+bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, int64_t rows, int steps) {
+  MemoryOptions mo;
+  mo.n_ctx = 1024 + steps * rows;
+  mo.n_seq = 1;
+  mo.n_snapshots = 4;
+  mo.mtp = false;
+  mo.cache_type_k = mo.cache_type_v = cache_type;
+  auto mem = Memory::create(model.config(), mo);
+  if (!mem.ok()) return false;
+  const int32_t s = *mem->seq_create();
+  Batch b;
+  Outputs out;
+  auto step = [&] {
+    const int64_t p0 = mem->seq_pos(s);
+    b.clear();
+    for (int64_t j = 0; j < rows; ++j) b.add(s, p0 + j, static_cast<int32_t>((p0 * 7 + j * 13) % 1000), true);
+    return forward(model, b, *mem, out, pool).ok() && mem->rollback(s, 1).ok();
+  };
+  for (int i = 0; i < 2; ++i)
+    if (!step()) return false;
+  profile::reset();
+  profile::set_enabled(true);
+  Timer t;
+  for (int i = 0; i < steps; ++i)
+    if (!step()) return false;
+  const double wall = t.seconds();
+  profile::set_enabled(false);
+  const profile::Totals p = profile::totals();
+  const double per = 1e3 / steps;
+  std::printf("t=%d profile of %lld-row steps (%d steps, %.2f ms a step):\n", pool.size(), (long long)rows,
+              steps, wall * per);
+  std::vector<int> order(profile::kParts);
+  for (int i = 0; i < profile::kParts; ++i) order[static_cast<size_t>(i)] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int c) { return p.seconds[a] > p.seconds[c]; });
+  for (int i : order)
+    std::printf("  %-38s %8.2f ms %5.1f%%\n", profile::part_name(static_cast<profile::Part>(i)),
+                p.seconds[static_cast<size_t>(i)] * per, 100 * p.seconds[static_cast<size_t>(i)] / wall);
+  if (p.jobs > 0) {
+    const double capacity = p.job_wall * static_cast<double>(p.job_threads) / static_cast<double>(p.jobs);
+    std::printf(
+        "  thread pool: %.0f jobs a step, %.2f ms of the step (%.0f%%); its threads ran tasks %.0f%% of that "
+        "(the rest: waiting for the slowest thread, waking); one thread outside jobs %.2f ms\n",
+        static_cast<double>(p.jobs) / steps, p.job_wall * per, 100 * p.job_wall / wall,
+        100 * p.job_busy / capacity, (wall - p.job_wall) * per);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path, cache_name = "f32";
   std::vector<int64_t> threads{1, 2}, depths{0, 4096};
   int n_decode = 16, pp_reps = 2;
+  bool want_profile = false;
   CLI::App app{
       "Decode and prompt speed of one model against the memory bandwidth, per thread count and depth",
       "engine_bench"};
@@ -94,6 +150,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_option("--cache-type", cache_name, "KV cache type: f32, f16 or q8_0")->capture_default_str();
+  app.add_flag("--profile", want_profile, "Also where a 1-row and a 4-row step's time goes, by kind of work");
   bench::parse_or_exit(app, argc, argv);
   auto cache = kv_cache_type_from_name(cache_name);
   if (!cache.ok()) {
@@ -132,6 +189,9 @@ int main(int argc, char** argv) {
         "t=%lld copy bandwidth %.2f GB/s -> decode limit %.1f tok/s; read-only stream %.2f GB/s -> %.1f "
         "tok/s (one stream per thread %.2f, two %.2f)\n",
         (long long)nt, bw / 1e9, bw / tt.bytes, rd / 1e9, rd / tt.bytes, rd1 / 1e9, rd2 / 1e9);
+    if (want_profile)
+      for (int64_t rows : {1, 4})
+        if (!print_profile(*model, pool, cache_type, rows, std::max(8, n_decode))) return 1;
     for (int64_t depth : depths) {
       MemoryOptions mo;
       mo.n_ctx = depth + 1024;

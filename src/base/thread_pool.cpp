@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "base/step_profile.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -14,6 +16,10 @@ namespace {
 // from a futex costs several microseconds and often a reschedule: polling covers the gaps inside a step,
 // sleeping covers the gaps between requests.
 constexpr auto kSpin = std::chrono::microseconds(100);
+
+// Thread-nanoseconds the current job's threads spent running tasks, while profiling (base/step_profile.h,
+// which profiles one pool at a time).
+std::atomic<int64_t> g_busy_ns{0};
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,11 +68,17 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_tasks(int thread) {
+  const bool timed = profile::enabled();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (;;) {
     size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
+    if (task >= n_tasks_) break;
     (*job_)(task, thread);
   }
+  if (timed)
+    g_busy_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+        std::memory_order_relaxed);
 }
 
 void ThreadPool::worker_loop(int thread) {
@@ -98,6 +110,9 @@ void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, i
     for (size_t i = 0; i < n_tasks; ++i) fn(i, 0);
     return;
   }
+  const bool timed = profile::enabled();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (timed) g_busy_ns.store(0, std::memory_order_relaxed);
   bool notify = false;
   {
     // The job is published by the generation bump (release); polling workers pick it up from there.
@@ -117,6 +132,10 @@ void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, i
     done_.wait(lock, done);
   }
   job_ = nullptr;
+  // The workers added their busy time before they counted themselves out (acq_rel), so it is all here.
+  if (timed)
+    profile::add_job(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                     1e-9 * static_cast<double>(g_busy_ns.load(std::memory_order_relaxed)), size());
 }
 
 }  // namespace mtp

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/step_profile.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "kernels/vec.h"
@@ -149,8 +150,12 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   float* k = ws.big1.data();            // n x kvw
   float* v = ws.big1.data() + n * kvw;  // n x kvw
   float* o = ws.big2.data();            // n x qw
+  profile::Scope scope(profile::Part::kAttention);
   ws.acts0.set(ws.a.data(), n, ne, ne);
-  project_all(p, ws.acts0, {{&w.q, qg, 2 * qw}, {&w.k, k, kvw}, {&w.v, v, kvw}});
+  {
+    profile::Scope projections(profile::Part::kProjections);
+    project_all(p, ws.acts0, {{&w.q, qg, 2 * qw}, {&w.k, k, kvw}, {&w.v, v, kvw}});
+  }
 
   // Per-head norms, then RoPE at the row's position; then the K/V rows go into the cache.
   const float* q_norm = f32_of(ws, w.q_norm);
@@ -320,6 +325,7 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
     }
   });
   ws.acts1.set(o, n, qw, qw);
+  profile::Scope projections(profile::Part::kProjections);
   project(p, ws.acts1, w.output, ws.m.data(), ne);
 }
 
@@ -336,9 +342,13 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   float* o = ws.big2.data();  // n x value_dim
   float* b = ws.small0.data();
   float* al = ws.small1.data();
+  profile::Scope scope(profile::Part::kDeltaNet);
   ws.acts0.set(ws.a.data(), n, ne, ne);
-  project_all(p, ws.acts0,
-              {{&w.qkv, u, cd}, {&w.gate, z, value_dim}, {&w.beta, b, h_v}, {&w.alpha, al, h_v}});
+  {
+    profile::Scope projections(profile::Part::kProjections);
+    project_all(p, ws.acts0,
+                {{&w.qkv, u, cd}, {&w.gate, z, value_dim}, {&w.beta, b, h_v}, {&w.alpha, al, h_v}});
+  }
   // Taps as d_conv rows of conv_dim (tap i of every channel contiguous), so the channel loop vectorizes.
   auto taps_it = ws.conv_taps.find(w.conv1d.data);
   if (taps_it == ws.conv_taps.end()) {
@@ -444,6 +454,7 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
     }
   }
   ws.acts1.set(o, n, value_dim, value_dim);
+  profile::Scope projections(profile::Part::kProjections);
   project(p, ws.acts1, w.out, ws.m.data(), ne);
 }
 
@@ -453,6 +464,8 @@ void moe(Pass& p, const MoeWeights& w) {
   Workspace& ws = p.ws;
   const int64_t n = p.n, ne = c.n_embd, n_exp = c.n_expert, k = c.n_expert_used, n_ff = c.n_ff_exp;
   const int64_t n_pairs = n * k;
+  // Each scope below takes over from the one before (time goes to the innermost open scope).
+  profile::Scope routing(profile::Part::kRouting);
   float* logits = ws.small0.data();  // n x n_exp
   ws.acts0.set(ws.f.data(), n, ne, ne);
   project(p, ws.acts0, w.router, logits, n_exp);
@@ -526,6 +539,7 @@ void moe(Pass& p, const MoeWeights& w) {
                             ys.begin()[m] + offset[e] * n_out, n_out);
     });
   };
+  profile::Scope experts(profile::Part::kExperts);
   float* gate = ws.big0.data();  // n_pairs x n_ff, by sorted position
   float* up = ws.big1.data();
   float* down = ws.big2.data();  // n_pairs x ne
@@ -550,6 +564,7 @@ void moe(Pass& p, const MoeWeights& w) {
   }
 
   // Shared expert over all rows at once, gated by sigmoid(w_gate_shexp . f).
+  profile::Scope shared(profile::Part::kSharedExpert);
   const int64_t n_sh = c.n_ff_shexp;
   float* gs = ws.big0.data();  // n x n_sh
   float* us = ws.big1.data();
@@ -650,6 +665,7 @@ Status begin_pass(const Model& model, const Batch& batch, Memory& mem, bool mtp)
 
 // Post-norm hidden of every row into out.hidden, logits of the rows that ask.
 void finish(Pass& p, const TensorView& norm, const TensorView& head, Outputs& out) {
+  profile::Scope scope(profile::Part::kHead);
   const int64_t n = p.n, ne = p.c.n_embd, nv = p.c.n_vocab;
   Workspace& ws = p.ws;
   out.n_embd = ne;
@@ -672,6 +688,7 @@ void finish(Pass& p, const TensorView& norm, const TensorView& head, Outputs& ou
 }  // namespace
 
 Status forward(const Model& model, const Batch& batch, Memory& mem, Outputs& out, ThreadPool& pool) {
+  profile::Scope scope(profile::Part::kOther);
   const Qwen35MoeConfig& c = model.config();
   const Qwen35MoeWeights& w = model.weights();
   MTP_RETURN_IF_ERROR(begin_pass(model, batch, mem, false));

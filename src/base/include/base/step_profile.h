@@ -1,0 +1,70 @@
+// Where a forward pass's time goes, for `engine_bench --profile`: wall time by kind of work, each scope's
+// time exclusive of the scopes opened inside it, and the thread pool's jobs: how many, their wall time, and
+// how much of it the pool's threads spent running tasks (the rest is threads waiting at the job's end for the
+// slowest one, and waking up). Off unless enabled; off, a scope or a job costs one relaxed load.
+//
+// Scopes belong to the one thread that runs the pass (the thread that calls forward); the pool's workers only
+// add their busy time. Profile one pool at a time.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace mtp::profile {
+
+enum class Part : int {
+  kOther,         // embedding rows, norms, residual adds, bookkeeping
+  kProjections,   // attention and delta-net input/output projections
+  kDeltaNet,      // the delta-net's convolution, delta rule and gating
+  kAttention,     // attention's scores, softmax and weighted sums
+  kRouting,       // the router's product, softmax and top-k, grouping rows by expert
+  kExperts,       // the routed experts' products and their SwiGLU and weighted sum
+  kSharedExpert,  // the shared expert
+  kHead,          // the final norm and the output head
+  kCount,
+};
+inline constexpr int kParts = static_cast<int>(Part::kCount);
+const char* part_name(Part part);
+
+struct Totals {
+  std::array<double, kParts> seconds{};  // exclusive wall time per part
+  int64_t jobs = 0;                      // parallel_for calls that ran on several threads
+  double job_wall = 0;                   // their wall time
+  double job_busy = 0;                   // thread-seconds spent running their tasks, all threads together
+  int64_t job_threads = 0;               // sum over jobs of the pool's threads (for the busy fraction)
+};
+
+namespace detail {
+extern std::atomic<bool> g_enabled;
+}
+inline bool enabled() {
+  return detail::g_enabled.load(std::memory_order_relaxed);
+}
+void set_enabled(bool on);
+void reset();
+Totals totals();
+
+// Attributes the wall time until it closes (less that of the scopes opened inside it) to `part`.
+class Scope {
+ public:
+  explicit Scope(Part part) : on_(enabled()) {
+    if (on_) enter(part);
+  }
+  ~Scope() {
+    if (on_) leave();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  void enter(Part part);
+  void leave();
+  bool on_;
+  Part outer_ = Part::kOther;
+};
+
+// A parallel_for of `threads` threads took `wall` seconds, in which its threads ran tasks for `busy`.
+void add_job(double wall, double busy, int threads);
+
+}  // namespace mtp::profile

@@ -1,0 +1,104 @@
+#include "base/step_profile.h"
+
+#include <chrono>
+#include <mutex>
+
+namespace mtp::profile {
+namespace detail {
+std::atomic<bool> g_enabled{false};
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct State {
+  std::mutex mu;  // add_job and totals() may race with a worker's last store; scopes are one thread's
+  Totals totals;
+  Part current = Part::kOther;
+  Clock::time_point mark = Clock::now();
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+// Charges the time since the last mark to the current part and moves the mark to now.
+void charge(State& s) {
+  const Clock::time_point now = Clock::now();
+  s.totals.seconds[static_cast<size_t>(s.current)] += std::chrono::duration<double>(now - s.mark).count();
+  s.mark = now;
+}
+
+}  // namespace
+
+const char* part_name(Part part) {
+  switch (part) {
+    case Part::kOther:
+      return "other (norms, residuals, embedding)";
+    case Part::kProjections:
+      return "attention/delta-net projections";
+    case Part::kDeltaNet:
+      return "delta-net (conv, delta rule)";
+    case Part::kAttention:
+      return "attention (scores, weighted sums)";
+    case Part::kRouting:
+      return "routing (router, top-k, grouping)";
+    case Part::kExperts:
+      return "routed experts";
+    case Part::kSharedExpert:
+      return "shared expert";
+    case Part::kHead:
+      return "output head";
+    case Part::kCount:
+      break;
+  }
+  return "?";
+}
+
+void set_enabled(bool on) {
+  State& s = state();
+  s.current = Part::kOther;
+  s.mark = Clock::now();
+  detail::g_enabled.store(on, std::memory_order_relaxed);
+}
+
+void reset() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.totals = Totals{};
+  s.mark = Clock::now();
+}
+
+Totals totals() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.totals;
+}
+
+void Scope::enter(Part part) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  charge(s);
+  outer_ = s.current;
+  s.current = part;
+}
+
+void Scope::leave() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  charge(s);
+  s.current = outer_;
+}
+
+void add_job(double wall, double busy, int threads) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.totals.jobs;
+  s.totals.job_wall += wall;
+  s.totals.job_busy += busy;
+  s.totals.job_threads += threads;
+}
+
+}  // namespace mtp::profile
