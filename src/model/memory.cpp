@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "base/system_memory.h"
 #include "base/thread_pool.h"
 #include "workspace.h"
 
@@ -17,8 +18,7 @@ namespace mtp {
 
 namespace {
 uint64_t physical_memory() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  return physical_memory_bytes();
 }
 // Whole MiB, rounded up, for messages.
 uint64_t mib(uint64_t b) {
@@ -136,9 +136,9 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   for (GdnState& plane : m.planes_) {
     plane = m.new_state();
     if (plane.empty()) {
-      return Status(StatusCode::kResourceExhausted,
-                    str_cat("cannot allocate ", mib(m.gdn_bytes_), " MiB for the recurrent state (this machine has ",
-                            mib(physical_memory()), " MiB)"));
+      return Status(StatusCode::kResourceExhausted, str_cat("cannot allocate ", mib(m.gdn_bytes_),
+                                                            " MiB for the recurrent state (this machine has ",
+                                                            mib(physical_memory()), " MiB)"));
     }
     std::fill_n(plane.data(), plane.floats(), 0.0f);
   }

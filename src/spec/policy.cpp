@@ -225,6 +225,7 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
     o.plain_seconds[static_cast<size_t>(o.plain_n++ % Outcome::kPlainSteps)] = seconds;
     return;
   }
+  if (restart_step_) return;
   o.draft_tokens += static_cast<double>(tokens);
   o.draft_seconds += seconds;
   if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
@@ -308,6 +309,17 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
 }
 
 std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) {
+  std::vector<int32_t> k = plan(slots, prompt_rows);
+  // A step in which a drafting slot first runs a backlog through the MTP block (the rows of a stretch without
+  // drafting, a new request's prompt) pays a one-time cost: the guard does not judge drafting by it (judged
+  // by the first steps after a pause, drafting would pause again, its backlog paid for nothing).
+  restart_step_ = false;
+  for (size_t r = 0; r < slots.size(); ++r)
+    restart_step_ = restart_step_ || (k[r] > 0 && slots[r].catch_up_rows > slots[r].n_max + 1);
+  return k;
+}
+
+std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_t prompt_rows) {
   const size_t n = slots.size();
   std::vector<int32_t> k(n, 0);
   exploring_ = 0;

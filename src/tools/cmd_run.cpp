@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "base/atomic_file.h"
+#include "base/system_memory.h"
 #include "base/timer.h"
 #include "command.h"
 #include "engine/engine.h"
@@ -104,10 +105,10 @@ Status run_engine(const RunArgs& a, const KvCacheTypes& kv, const Model& model, 
   const double prompt_s = timings.prompt_ms / 1e3, gen_s = timings.gen_ms / 1e3;
   std::fprintf(stderr,
                "prompt: %lld tokens in %.3f s (%.2f tok/s); generation: %lld tokens in %.3f s (%.2f tok/s); "
-               "kernels %s\n",
+               "kernels %s; resident %llu MiB\n",
                static_cast<long long>(timings.n_prompt), prompt_s, per_second(timings.n_prompt, prompt_s),
                static_cast<long long>(timings.n_generated), gen_s, per_second(timings.n_generated - 1, gen_s),
-               kernels::kernels_summary());
+               kernels::kernels_summary(), static_cast<unsigned long long>(resident_bytes() >> 20));
   if (eo.spec == SpecType::kMtp)
     std::fprintf(stderr, "statistics draft-mtp: %s\n", timings.spec.summary().c_str());
   return Status::Ok();

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/system_memory.h"
 #include "chat/chat_template.h"
 #include "command.h"
 #include "engine/engine.h"
@@ -153,10 +154,8 @@ Status validate(ServeArgs& a) {
   if (!(a.shutdown_timeout >= 0 && a.shutdown_timeout <= 86400))
     return invalid_argument("--shutdown-timeout must be in 0..86400 s");
   const uint64_t mib = uint64_t{1} << 20;
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  const uint64_t physical =
-      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-  if (!a.cache_ram_mib) {
+  const uint64_t physical = physical_memory_bytes();
+  if (!a.cache_ram_mib) {  // and no more than half the memory left once the model is loaded (serve())
     a.cache_ram_bytes = 8192 * mib;
     if (physical > 0) a.cache_ram_bytes = std::min(a.cache_ram_bytes, physical / 4 / mib * mib);
   } else if (*a.cache_ram_mib == -1) {
@@ -239,6 +238,14 @@ void print_config(const server::Json& p, const std::string& model_id) {
       static_cast<long long>(p["n_batch"].get<int64_t>()),
       static_cast<long long>(p["n_ubatch"].get<int64_t>()), p["threads"].get<int>(),
       p["kernels"].get<std::string>().c_str());
+  const server::Json& m = p["memory"];
+  auto mib = [&](const char* key) { return static_cast<unsigned long long>(m[key].get<uint64_t>() >> 20); };
+  std::printf(
+      "  memory: resident %llu MiB (packed weights %llu MiB), %llu MiB available after loading; prefix cache "
+      "up to "
+      "%llu MiB\n",
+      mib("resident_bytes"), mib("packed_weights_bytes"), mib("available_bytes"),
+      mib("prefix_cache_budget_bytes"));
   std::printf("  speculative: %s", s["type"].get<std::string>().c_str());
   if (s["type"] == "draft-mtp") {
     std::printf(", n_max %d, n_min %d, p_min %.3g, policy %s, max drafting slots %s", s["n_max"].get<int>(),
@@ -315,6 +322,11 @@ int serve(ServeArgs& a) {
   eo.cache_type_v = a.kv.v;
   eo.end_tokens = default_end_tokens(model->vocab());
   eo.n_sample = tok->n_tokens();
+  // The default prefix-cache budget leaves room for what the model took: at most half of the memory still
+  // available once it is loaded (a 35B-A3B IQ4_XS model holds about 19 GB of a 24 GB machine).
+  const uint64_t available = available_memory_bytes(), mib = uint64_t{1} << 20;
+  if (!a.cache_ram_mib && available > 0)
+    a.cache_ram_bytes = std::min(a.cache_ram_bytes, available / 2 / mib * mib);
   eo.cache.ram_bytes = a.cache_ram_bytes;
   eo.cache.checkpoint_every = a.checkpoint_every;
   eo.cache.checkpoint_min_gap = a.checkpoint_min_gap;
@@ -351,6 +363,10 @@ int serve(ServeArgs& a) {
   d.chat_template_kwargs = a.template_kwargs;
   cfg.props = props_json(a, eo, pool.size(), template_origin);
   cfg.props["total_slots"] = a.n_slots;
+  cfg.props["memory"] = {{"resident_bytes", resident_bytes()},
+                         {"packed_weights_bytes", model->packed_bytes()},
+                         {"available_bytes", available},
+                         {"prefix_cache_budget_bytes", a.cache_ram_bytes}};
 
   server::Server srv(cfg, backend, *tok, *tmpl);
   print_config(cfg.props, cfg.alias.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : cfg.alias);

@@ -114,6 +114,18 @@ TEST(ServeTest, SeedCommandLineAndProps) {
 TEST(ServeTest, CompletionsAndChat) {
   ServerProcess srv(kModel + " -np 2");
   const int port = srv.port();
+  // What the server holds is printed at start; the default prefix-cache budget is at most half of what was
+  // available after loading (and 8 GiB).
+  const Json mem = Json::parse(http_get(port, "/props").body)["memory"];
+  EXPECT_GT(mem["resident_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(mem["available_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LE(mem["prefix_cache_budget_bytes"].get<uint64_t>(), mem["available_bytes"].get<uint64_t>() / 2);
+  EXPECT_LE(mem["prefix_cache_budget_bytes"].get<uint64_t>(), uint64_t{8192} << 20);
+  EXPECT_TRUE(
+      std::regex_search(srv.banner(), std::regex("  memory: resident [1-9][0-9]* MiB \\(packed weights "
+                                                 "[0-9]+ MiB\\), [0-9]+ MiB available after loading; "
+                                                 "prefix cache up to [0-9]+ MiB\n")))
+      << srv.banner();
   Json body = Json{{"prompt", "The model"}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}};
   Json whole = post_json(port, "/v1/completions", body);
   const std::string text = whole["choices"][0]["text"];

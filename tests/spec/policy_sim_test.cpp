@@ -25,6 +25,9 @@ struct Costs {
   // Seconds a step with drafts costs beyond its passes, which the policy is not told of (rollback, state
   // copies, sampling the extra rows): only the step's total shows it.
   double unseen_per_drafting_step = 0;
+  // Requests of this many tokens (0: endless); each new one brings a prompt of `prompt_rows` rows the MTP
+  // block has not seen (its first draft pass runs them).
+  int64_t request_tokens = 0, prompt_rows = 0;
 };
 
 struct Run {
@@ -42,7 +45,8 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
   o.kind = fixed_k < 0 ? PolicyKind::kAuto : PolicyKind::kFixed;
   DraftPolicy policy(o);
   std::vector<AcceptanceTracker> acc(static_cast<size_t>(slots));
-  std::vector<int64_t> pending(static_cast<size_t>(slots), 0);  // catch-up rows of the MTP block
+  std::vector<int64_t> pending(static_cast<size_t>(slots), costs.prompt_rows);  // the MTP block's catch-up
+  std::vector<int64_t> generated(static_cast<size_t>(slots), 0);
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   Run r;
@@ -82,6 +86,12 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
         ++pending[s];
       }
       tokens += 1 + accepted;
+      generated[s] += 1 + accepted;
+      if (costs.request_tokens > 0 && generated[s] >= costs.request_tokens) {  // the next request
+        generated[s] = 0;
+        pending[s] = costs.prompt_rows;
+        acc[s] = policy.acceptance();
+      }
     }
     if (verify == 0) policy.idle_step();
     policy.observe_step(slots, tokens, seconds, verify > 0);
@@ -168,6 +178,20 @@ TEST(PolicySim, CostsThatChangeMidRun) {
     EXPECT_LE(simulate(change, c, 3, 0.9, -1, 210, 200).drafting_steps, 4) << "c" << c;
     EXPECT_GE(judge("changes at 200 (steps 210-799)", change, c, 3, 0.9, 800, 210).vs_off, 0.98) << "c" << c;
   }
+}
+
+// Requests of 64 tokens, each with a 256-row prompt its slot's first draft pass runs through the MTP block
+// (the step after it pays 50 ms more): the guard does not judge drafting by those steps.
+TEST(PolicySim, NewRequestsBacklogsDoNotStopDrafting) {
+  Costs requests{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+                 [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); }};
+  requests.request_tokens = 64;
+  requests.prompt_rows = 256;
+  const Verdict alone = judge("new requests", requests, 1, 3, 0.85, 600);
+  EXPECT_GE(alone.vs_off, 1.1);
+  EXPECT_GE(alone.vs_best_fixed, 0.95);
+  // Four slots' backlogs: no fixed length beats plain decoding here.
+  EXPECT_GE(judge("new requests", requests, 4, 3, 0.85, 600).vs_off, 0.98);
 }
 
 // Drafting that the passes' prices say pays, but whose steps cost more than their passes (the model cannot

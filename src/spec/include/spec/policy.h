@@ -122,6 +122,7 @@ class DraftPolicy {
 
  private:
   PolicyOptions opt_;
+  std::vector<int32_t> plan(std::span<const SlotDemand> slots, int64_t prompt_rows);
   // Seconds of a trunk forward of `rows` rows without prompt rows, plain or with verify rows: from that
   // kind's line, helped by the other kind's while it has fewer than two sizes.
   double trunk_line(bool verify, double rows) const;
@@ -154,6 +155,7 @@ class DraftPolicy {
     int64_t paused_until = -1;  // trunk_steps_ until which this size does not draft
   };
   std::vector<Outcome> outcome_;  // index: generating slots
+  bool restart_step_ = false;     // the last choose() drafts over a backlog of catch-up rows (policy.cpp)
   Outcome& outcome(int64_t slots);
   bool paused(int64_t slots) const;
 };
