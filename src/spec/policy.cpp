@@ -35,19 +35,23 @@
 // verify row is not a decode row: measured on 2 cores, a batch of a few sequences' verify rows costs 10-30%
 // more than as many rows of as many sequences, so a single line fitted to both mis-prices both choices
 // (plain decoding looks dearer than it is, drafting cheaper). Each line falls back on the other until it has
-// data (a line with one measured size runs through it along the other line's slope), and a batch size whose
-// plain step was never measured gets one plain step to measure it. While the policy drafts at a batch size,
-// its plain price is not measured; after kRefreshSteps trunk steps without, one plain step re-prices it (its
-// sample replaces the stale ones), so that drift in the machine's speed cannot keep drafting on against an
-// outdated comparison; and once a verify step was measured, the policy drafts until kTrustSamples were (a
-// first one pays one-time costs, and priced by it alone drafting would stop for good). Prompt rows cost
+// data (a line with one measured size runs through it along the other line's slope), and at a batch size
+// whose plain step was not measured kTrustSamples times the policy decodes plainly until it was. While the
+// policy drafts at a batch size, its plain price is not measured; after kRefreshSteps trunk steps without,
+// one plain step re-prices it (its sample replaces the stale ones), so that drift in the machine's speed
+// cannot keep drafting on against an outdated comparison; and once a verify step was measured, the policy
+// drafts until kTrustSamples were (a first one pays one-time costs, and priced by it alone drafting would
+// stop for good), unless the draft passes alone already cost more than drafting gains. Prompt rows cost
 // differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
 // of their own, over their rows (draft rows and catch-up rows).
 //
 // Verify prices get re-measured two more ways: a verify size just measured for the first or second time is
 // priced no higher than as many plain rows (its first samples pay one-time costs), and while drafting, a
 // stale draft length whose promise is close to the plan's is run once every kRefreshSteps steps, its sample
-// replacing the stale ones (choose(), at its end, says when).
+// replacing the stale ones (plan(), at its end, says when).
+//
+// Whatever the model predicts, a guard compares what drafting steps deliver with what plain steps do at the
+// same batch size, and pauses drafting there where it measurably loses (observe_step()).
 #include "spec/policy.h"
 
 #include <algorithm>
