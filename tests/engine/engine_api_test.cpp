@@ -1,7 +1,10 @@
 // The Engine's request lifecycle: validation, slots, cancellation, the context limit, end tokens.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine_fixtures.h"
+#include "model/reference_forward.h"
 
 namespace mtp::testing {
 namespace {
@@ -105,32 +108,66 @@ TEST(EngineApi, MaxTokensZeroAndOne) {
   EXPECT_EQ(g.timings.n_generated, 1);
 }
 
+// Each returned logprob is the log-softmax of the reference forward's logits at that position (not merely
+// some order-preserving score), and drafting changes none of them: the verify rows' logits are the plain
+// rows' (batch invariance).
 TEST(EngineApi, LogprobsAreLogSoftmax) {
   auto model = Model::load(structured_model(GgmlType::F32, -1));
   ASSERT_TRUE(model.ok());
   ThreadPool pool(2);
-  auto engine = engine_for(*model, pool, false, 64, 1);
-  RequestOptions ro;
-  ro.max_tokens = 3;
-  ro.logprobs = true;
-  ro.n_probs = 5;
-  ro.ignore_eos = true;
-  ASSERT_TRUE(engine->submit({40, 41}, ro).ok());
-  std::vector<SlotEvent> events;
-  std::vector<GeneratedToken> toks;
-  while (!engine->idle()) {
-    ASSERT_TRUE(engine->step(events).ok());
-    for (auto& e : events)
-      for (auto& t : e.tokens) toks.push_back(t);
-    events.clear();
-  }
-  ASSERT_EQ(toks.size(), 3u);
-  for (const GeneratedToken& t : toks) {
+  auto run = [&](bool spec) {
+    auto engine = engine_for(*model, pool, spec, 64, 1);
+    RequestOptions ro;
+    ro.max_tokens = 6;
+    ro.logprobs = true;
+    ro.n_probs = 5;
+    ro.ignore_eos = true;
+    EXPECT_TRUE(engine->submit({40, 41}, ro).ok());
+    std::vector<SlotEvent> events;
+    std::vector<GeneratedToken> toks;
+    while (!engine->idle()) {
+      EXPECT_TRUE(engine->step(events).ok());
+      for (auto& e : events)
+        for (auto& t : e.tokens) toks.push_back(t);
+      events.clear();
+    }
+    if (spec) EXPECT_GT(engine->totals().spec.drafted, 0);
+    return toks;
+  };
+  const std::vector<GeneratedToken> plain = run(false), drafted = run(true);
+  ASSERT_EQ(plain.size(), 6u);
+  ASSERT_EQ(drafted.size(), plain.size());
+  // The reference: the f32 forward one token at a time, then log-softmax in double.
+  ReferenceState state(model->config());
+  std::vector<int32_t> seq{40, 41};
+  for (const GeneratedToken& t : plain) seq.push_back(t.id);
+  for (size_t p = 0; p + 1 < seq.size(); ++p) {
+    const ForwardOutput out = forward_token(*model, state, seq[p], static_cast<int64_t>(p), true, &pool);
+    if (p < 1) continue;
+    const GeneratedToken& t = plain[p - 1];
+    ASSERT_EQ(t.id, seq[p + 1]);
+    double max = out.logits[0], sum = 0;
+    for (float l : out.logits) max = std::max<double>(max, l);
+    for (float l : out.logits) sum += std::exp(static_cast<double>(l) - max);
+    auto log_softmax = [&](int32_t id) {
+      return static_cast<double>(out.logits[static_cast<size_t>(id)]) - max - std::log(sum);
+    };
+    EXPECT_NEAR(t.logprob, log_softmax(t.id), 1e-3) << "position " << p;
     ASSERT_EQ(t.top.size(), 5u);
     EXPECT_EQ(t.top[0].id, t.id);  // greedy: the top candidate
-    EXPECT_FLOAT_EQ(t.top[0].logprob, t.logprob);
-    EXPECT_LE(t.logprob, 0.0f);
-    for (size_t i = 1; i < t.top.size(); ++i) EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+    for (size_t i = 0; i < t.top.size(); ++i) {
+      EXPECT_NEAR(t.top[i].logprob, log_softmax(t.top[i].id), 1e-3) << "position " << p << " candidate " << i;
+      if (i > 0) EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+    }
+  }
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(drafted[i].id, plain[i].id) << i;
+    EXPECT_EQ(drafted[i].logprob, plain[i].logprob) << i;
+    ASSERT_EQ(drafted[i].top.size(), plain[i].top.size()) << i;
+    for (size_t j = 0; j < plain[i].top.size(); ++j) {
+      EXPECT_EQ(drafted[i].top[j].id, plain[i].top[j].id) << i;
+      EXPECT_EQ(drafted[i].top[j].logprob, plain[i].top[j].logprob) << i;
+    }
   }
 }
 
