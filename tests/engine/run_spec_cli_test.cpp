@@ -27,6 +27,7 @@ TEST(RunSpecCli, SameTextAndStatisticsLine) {
   auto s2 = run_mtp(base + "--temp 0.8 --seed 5 --spec mtp --draft-max 2 --draft-p-min 0.5");
   ASSERT_EQ(s2.exit_code, 0) << s2.output;
   EXPECT_EQ(s1.output, s2.output);
+  EXPECT_NE(s1.output, plain.output);  // and it did sample: --temp is not ignored
 }
 
 TEST(RunSpecCli, BadFlagsAreUsageErrors) {

@@ -103,6 +103,12 @@ TEST(RunCli, GreedyAndSeededSamplingAreDeterministic) {
   ASSERT_EQ(s1.exit_code, 0);
   EXPECT_EQ(s1.output, s2.output);
   EXPECT_FALSE(s1.output.empty());
+  // The flags are used: sampling is not greedy, another seed samples other text, and top-k 1 (or a top-p
+  // that keeps one token) is greedy again whatever the temperature and seed.
+  EXPECT_NE(s1.output, g1.output);
+  EXPECT_NE(run_mtp(base + "--temp 0.9 --top-k 50 --top-p 0.9 --seed 8").output, s1.output);
+  EXPECT_EQ(run_mtp(base + "--temp 0.9 --top-k 1 --seed 7").output, g1.output);
+  EXPECT_EQ(run_mtp(base + "--temp 0.9 --top-k 0 --top-p 0.000001 --seed 7").output, g1.output);
 }
 
 TEST(RunCli, UsageAndRuntimeErrors) {
