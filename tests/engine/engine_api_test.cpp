@@ -87,7 +87,9 @@ TEST(EngineApi, ContextLimitEndsWithLength) {
     EXPECT_EQ(out.back().finish, FinishReason::kLength);
     // Positions 5..39 hold 35 fed tokens; the 36th is emitted but would need position 40.
     EXPECT_EQ(out.back().tokens.size(), 36u);
-    if (spec) EXPECT_GT(engine->totals().spec.accepted, 0);  // drafts ran, up to the limit
+    if (spec) {
+      EXPECT_GT(engine->totals().spec.accepted, 0);  // drafts ran, up to the limit
+    }
   }
   EXPECT_EQ(out[0].tokens, out[1].tokens);
 }
@@ -132,7 +134,9 @@ TEST(EngineApi, LogprobsAreLogSoftmax) {
         for (auto& t : e.tokens) toks.push_back(t);
       events.clear();
     }
-    if (spec) EXPECT_GT(engine->totals().spec.drafted, 0);
+    if (spec) {
+      EXPECT_GT(engine->totals().spec.drafted, 0);
+    }
     return toks;
   };
   const std::vector<GeneratedToken> plain = run(false), drafted = run(true);
@@ -158,7 +162,9 @@ TEST(EngineApi, LogprobsAreLogSoftmax) {
     EXPECT_EQ(t.top[0].id, t.id);  // greedy: the top candidate
     for (size_t i = 0; i < t.top.size(); ++i) {
       EXPECT_NEAR(t.top[i].logprob, log_softmax(t.top[i].id), 1e-3) << "position " << p << " candidate " << i;
-      if (i > 0) EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+      if (i > 0) {
+        EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+      }
     }
   }
   for (size_t i = 0; i < plain.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -221,33 +222,64 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_EQ(r.output.find("Excludes"), std::string::npos) << r.output;
 }
 
-TEST(Quantize, KilledPartWayLeavesNoFileAtTheOutputPath) {
-  TempDir dir;
-  auto big = policy_model(GgmlType::F32, 16);  // about 120 MB of F32: seconds of IQ4_XS work on one thread
-  auto in = synth_file(dir, "big.gguf", big);
+// The temporary files of dir/out.gguf (AtomicFile's `.out.gguf.tmp.XXXXXX`).
+std::vector<std::string> temporaries(const TempDir& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    if (e.path().filename().string().rfind(".out.gguf.tmp.", 0) == 0)
+      out.push_back(e.path().filename().string());
+  return out;
+}
+
+// Starts `mtp quantize` of a 120 MB F32 model to IQ4_XS on one thread (seconds of work) into dir/out.gguf
+// and sends `sig` once its temporary file exists; returns the wait status.
+int quantize_and_signal(const TempDir& dir, int sig) {
+  auto in = synth_file(dir, "big.gguf", policy_model(GgmlType::F32, 16));
   const std::string out = dir.file("out.gguf");
   pid_t pid = fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     execl(MTP_BINARY, MTP_BINARY, "quantize", in.c_str(), out.c_str(), "--type", "IQ4_XS", "-t", "1",
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Wait until the temporary file exists (the run is under way), then kill it.
   bool started = false;
   for (int i = 0; i < 2000 && !started; ++i) {
-    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-      if (e.path().filename().string().find(".out.gguf.tmp.") == 0) started = true;
-    }
+    started = !temporaries(dir).empty();
     if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  kill(pid, SIGKILL);
+  kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(started);
+  return started ? status : -1;
+}
+
+TEST(Quantize, KilledPartWayLeavesNoFileAtTheOutputPath) {
+  TempDir dir;
+  const int status = quantize_and_signal(dir, SIGKILL);
   ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before it could be killed; make the input bigger";
-  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
+  // SIGKILL leaves the temporary file; the next run to that path names it.
+  const std::vector<std::string> left = temporaries(dir);
+  ASSERT_EQ(left.size(), 1u);
+  auto r = testing::run_mtp("synth -o " + dir.file("out.gguf"), true);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find(dir.file(left[0]) + ": a temporary file left by an earlier run that did not finish"),
+      std::string::npos)
+      << r.output;
+}
+
+// SIGINT and SIGTERM remove the temporary file before the process ends by the signal.
+TEST(Quantize, InterruptedRemovesItsTemporaryFile) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    TempDir dir;
+    const int status = quantize_and_signal(dir, sig);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before the signal; make the input bigger";
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
+    EXPECT_TRUE(temporaries(dir).empty()) << "signal " << sig;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Writes a file so that the final path only ever holds a complete file: the bytes go to a temporary file in
 // the same folder, which commit() flushes and renames over the target. If the writer is destroyed (or the
 // process dies) before commit(), nothing appears under the final name; the destructor removes the temporary
-// file.
+// file, and so does SIGINT or SIGTERM where the program leaves them at their default (the process then ends
+// by that signal). A temporary left by a run killed otherwise (SIGKILL, a crash) is named `.NAME.tmp.XXXXXX`
+// beside the target; the next create() for that target says so on stderr.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +39,10 @@ class AtomicFile {
 
  private:
   void abandon();
+  void release_slot();  // no longer a file for the signal handler to remove
 
   int fd_ = -1;
+  int slot_ = -1;  // in the signal handler's table (atomic_file.cpp); -1 none
   uint64_t position_ = 0;
   std::string final_path_;
   std::string temp_path_;
