@@ -191,8 +191,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ThreadPool tp2(2);
-  std::printf("kernels_bench: isa %s%s (best %s)\n", kernels::isa_name(kernels::active_isa()),
-              kernels::active_isa() == kernels::Isa::kAvx2 && kernels::avx_vnni_active() ? " + avx-vnni" : "",
+  std::printf("kernels_bench: kernels %s (best %s)\n", kernels::kernels_summary(),
               kernels::isa_name(kernels::best_isa()));
   const int64_t n_stream = 512ll << 20;  // bytes per array
   const double bw1 = bench::stream_copy_gbs(nullptr, n_stream);

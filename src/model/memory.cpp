@@ -17,9 +17,6 @@
 namespace mtp {
 
 namespace {
-uint64_t physical_memory() {
-  return physical_memory_bytes();
-}
 // Whole MiB, rounded up, for messages.
 uint64_t mib(uint64_t b) {
   return (b + (uint64_t{1} << 20) - 1) >> 20;
@@ -106,7 +103,7 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
       static_cast<uint64_t>(o.n_seq) * m.n_planes() * m.n_gdn_ * (m.conv_floats_ + m.ssm_floats_);
   m.kv_bytes_ = kv_bytes;
   m.gdn_bytes_ = gdn_floats * sizeof(float);
-  const uint64_t limit = o.max_bytes != 0 ? o.max_bytes : physical_memory() / 10 * 9;
+  const uint64_t limit = o.max_bytes != 0 ? o.max_bytes : physical_memory_bytes() / 10 * 9;
   const uint64_t guaranteed = static_cast<uint64_t>(n_guaranteed) * block_bytes + m.gdn_bytes_;
   if (limit != 0 && guaranteed > limit) {
     return Status(
@@ -123,7 +120,7 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   if (m.kv_ == nullptr) {
     return Status(StatusCode::kResourceExhausted,
                   str_cat("cannot allocate ", mib(kv_alloc), " MiB for the KV cache (this machine has ",
-                          mib(physical_memory()), " MiB)"));
+                          mib(physical_memory_bytes()), " MiB)"));
   }
   // Huge pages where the kernel allows them: attention streams every K and V row of a long context per
   // step, and in 4 KB pages (4 rows of a 256-wide F32 head) each page costs a TLB miss and restarts the
@@ -138,7 +135,7 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
     if (plane.empty()) {
       return Status(StatusCode::kResourceExhausted, str_cat("cannot allocate ", mib(m.gdn_bytes_),
                                                             " MiB for the recurrent state (this machine has ",
-                                                            mib(physical_memory()), " MiB)"));
+                                                            mib(physical_memory_bytes()), " MiB)"));
     }
     std::fill_n(plane.data(), plane.floats(), 0.0f);
   }
