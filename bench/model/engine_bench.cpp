@@ -86,15 +86,22 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
   mo.mtp = false;
   mo.cache_type_k = mo.cache_type_v = cache_type;
   auto mem = Memory::create(model.config(), mo);
-  if (!mem.ok()) return false;
+  if (!mem.ok()) {
+    std::fprintf(stderr, "engine_bench: %s\n", mem.status().message().c_str());
+    return false;
+  }
   const int32_t s = *mem->seq_create();
   Batch b;
   Outputs out;
   auto step = [&] {
     const int64_t p0 = mem->seq_pos(s);
     b.clear();
-    for (int64_t j = 0; j < rows; ++j) b.add(s, p0 + j, static_cast<int32_t>((p0 * 7 + j * 13) % 1000), true);
-    return forward(model, b, *mem, out, pool).ok() && mem->rollback(s, 1).ok();
+    for (int64_t j = 0; j < rows; ++j)
+      b.add(s, p0 + j, static_cast<int32_t>((p0 * 7 + j * 13) % model.config().n_vocab), true);
+    Status st = forward(model, b, *mem, out, pool);
+    if (st.ok()) st = mem->rollback(s, 1);
+    if (!st.ok()) std::fprintf(stderr, "engine_bench: profile step: %s\n", st.message().c_str());
+    return st.ok();
   };
   for (int i = 0; i < 2; ++i)
     if (!step()) return false;

@@ -9,9 +9,14 @@
 //   engine_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2] [--levels 1,2,4,8,16]
 //                [--profiles off,on,slots1,auto] [--draft-max 3] [--draft-vocab N] [--trace]
 //
+// Profiles: off, on (every slot drafts --draft-max), slots1 (only while one slot generates), auto (the
+// policy, choosing the draft head where it has two: engine.h kAutoSubsetMinVocab, or --draft-vocab N), and
+// auto-full / auto-subset (auto with that head only). Acceptance is printed per head where both drafted.
+//
 // --trace prints one line per engine step (profile, generating slots, trunk and prompt rows, drafting
 // slots, drafted, accepted, step and draft milliseconds) to stderr.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -55,6 +60,13 @@ class Level {
   double acceptance() const {
     return drafted_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(drafted_) : -1.0;
   }
+  int64_t drafted(spec::DraftHead h) const { return drafted_by_head_[static_cast<size_t>(h)]; }
+  double acceptance(spec::DraftHead h) const {
+    const size_t i = static_cast<size_t>(h);
+    return drafted_by_head_[i] > 0
+               ? static_cast<double>(accepted_by_head_[i]) / static_cast<double>(drafted_by_head_[i])
+               : -1.0;
+  }
   const std::map<int32_t, ByGenerating>& by_generating() const { return by_gen_; }
 
   Status step(const char* profile) {
@@ -91,6 +103,8 @@ class Level {
     g.seconds += info.seconds;
     drafted_ += info.drafted;
     accepted_ += info.accepted;
+    drafted_by_head_[static_cast<size_t>(info.head)] += info.drafted;
+    accepted_by_head_[static_cast<size_t>(info.head)] += info.accepted;
     for (const SlotEvent& e : events_) {
       tokens_ += static_cast<int64_t>(e.tokens.size());
       if (e.finish == FinishReason::kError) return Status(StatusCode::kInternal, e.error);
@@ -111,6 +125,7 @@ class Level {
   int next_ = 0;
   bool done_ = false;
   int64_t tokens_ = 0, drafted_ = 0, accepted_ = 0;
+  std::array<int64_t, spec::kDraftHeads> drafted_by_head_{}, accepted_by_head_{};
   double seconds_ = 0;
   std::map<int32_t, ByGenerating> by_gen_;
 };
@@ -146,9 +161,14 @@ EngineOptions engine_options(const Options& o, const std::string& profile, const
   eo.draft.n_max = o.draft_max;
   eo.draft_vocab = o.draft_vocab;
   if (profile == "slots1") eo.policy.max_drafting_slots = 1;
-  if (profile == "auto") eo.policy.kind = spec::PolicyKind::kAuto;
-  if (profile != "on" && profile != "slots1" && profile != "auto") {
-    std::fprintf(stderr, "engine_sweep: unknown profile '%s' (off, on, slots1, auto)\n", profile.c_str());
+  if (profile.rfind("auto", 0) == 0) eo.policy.kind = spec::PolicyKind::kAuto;
+  if (profile == "auto-full") eo.draft_head = spec::DraftHead::kFull;
+  if (profile == "auto-subset") eo.draft_head = spec::DraftHead::kSubset;
+  if (profile != "on" && profile != "slots1" && profile != "auto" && profile != "auto-full" &&
+      profile != "auto-subset") {
+    std::fprintf(stderr,
+                 "engine_sweep: unknown profile '%s' (off, on, slots1, auto, auto-full, auto-subset)\n",
+                 profile.c_str());
     std::exit(2);
   }
   return eo;
@@ -176,15 +196,20 @@ Status run(const Options& o) {
       const Level& l = levels[i];
       char acceptance[16] = "-";  // - : nothing drafted
       if (l.acceptance() >= 0) std::snprintf(acceptance, sizeof(acceptance), "%5.3f", l.acceptance());
-      std::fprintf(stderr, "c%-2lld %-6s %7.2f tok/s, acceptance %s; by generating slots (steps, ms, k):",
-                   static_cast<long long>(c), o.profiles[i].c_str(), l.tok_s(), acceptance);
+      std::fprintf(stderr, "c%-2lld %-6s %7.2f tok/s, acceptance %s", static_cast<long long>(c),
+                   o.profiles[i].c_str(), l.tok_s(), acceptance);
+      if (l.drafted(spec::DraftHead::kFull) > 0 && l.drafted(spec::DraftHead::kSubset) > 0)
+        for (spec::DraftHead h : {spec::DraftHead::kFull, spec::DraftHead::kSubset})
+          std::fprintf(stderr, " (%s head %.3f of %lld)", spec::draft_head_name(h), l.acceptance(h),
+                       static_cast<long long>(l.drafted(h)));
+      std::fprintf(stderr, "; by generating slots (steps, ms, k):");
       for (const auto& [gen, g] : l.by_generating())
         std::fprintf(stderr, " %d:(%lld, %.0f, %.2f)", gen, static_cast<long long>(g.steps),
                      1e3 * g.seconds / static_cast<double>(g.steps),
                      gen > 0 ? static_cast<double>(g.drafted) / static_cast<double>(g.steps * gen) : 0.0);
       std::fprintf(stderr, "\n");
       tok_s[o.profiles[i]].push_back(l.tok_s());
-      if (o.profiles[i] != "auto") continue;
+      if (o.profiles[i].rfind("auto", 0) != 0) continue;
       // What the auto policy has learned so far: predicted trunk and draft-pass milliseconds by rows.
       const spec::DraftPolicy& p = engines[i]->policy();
       std::fprintf(stderr, "    auto's model, ms by rows: plain");
@@ -194,10 +219,14 @@ Status run(const Options& o) {
       for (int64_t r : {1, 2, 4, 8, 16})
         std::fprintf(stderr, " %lld:%.0f", static_cast<long long>(4 * r), 1e3 * p.predict_trunk(r, 3 * r));
       std::fprintf(stderr, "; draft pass");
-      for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
-        std::fprintf(stderr, " %lld:%.1f", static_cast<long long>(r), 1e3 * p.draft_cost().predict(r));
-      std::fprintf(stderr, "; acceptance by position (all slots)");
-      for (int32_t i = 0; i < o.draft_max; ++i) std::fprintf(stderr, " %.2f", p.acceptance().rate(i));
+      for (spec::DraftHead h : {spec::DraftHead::kFull, spec::DraftHead::kSubset}) {
+        if (!p.draft_cost(h).has_data()) continue;
+        std::fprintf(stderr, "; %s head's draft pass", spec::draft_head_name(h));
+        for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
+          std::fprintf(stderr, " %lld:%.1f", static_cast<long long>(r), 1e3 * p.draft_cost(h).predict(r));
+        std::fprintf(stderr, ", acceptance by position (all slots)");
+        for (int32_t i = 0; i < o.draft_max; ++i) std::fprintf(stderr, " %.2f", p.acceptance(h).rate(i));
+      }
       std::fprintf(stderr, "\n");
     }
   }

@@ -73,12 +73,38 @@ std::vector<int32_t> default_end_tokens(const Vocab& vocab) {
   return out;
 }
 
+namespace {
+
+// The draft heads of EngineOptions::draft_head: the subset's size (0: none) into `o.draft_vocab`, and the
+// policy's head and whether it chooses into `o.policy`.
+Status resolve_draft_heads(EngineOptions& o, int64_t n_vocab) {
+  const bool auto_policy = o.policy.kind == spec::PolicyKind::kAuto;
+  if (o.draft_head == spec::DraftHead::kFull && o.draft_vocab > 0)
+    return invalid_argument("--draft-vocab needs the subset head: it contradicts --draft-head full");
+  if (o.spec != SpecType::kMtp || o.make_drafter) {  // no MTP drafter, or one without heads of its own
+    o.policy.choose_head = false;
+    o.policy.head = spec::DraftHead::kFull;
+    return Status::Ok();
+  }
+  const bool auto_subset = !o.draft_head && auto_policy && n_vocab >= kAutoSubsetMinVocab;
+  if (o.draft_vocab == 0 && (o.draft_head == spec::DraftHead::kSubset || auto_subset))
+    o.draft_vocab = std::min(kDefaultDraftVocab, n_vocab);
+  o.policy.choose_head = !o.draft_head && auto_policy && o.draft_vocab > 0;
+  o.policy.head = o.draft_head.value_or(o.draft_vocab > 0 && !o.policy.choose_head ? spec::DraftHead::kSubset
+                                                                                   : spec::DraftHead::kFull);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineOptions& options,
+Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineOptions& given,
                                                  ThreadPool& pool) {
   const Qwen35MoeConfig& c = model.config();
+  EngineOptions options = given;
+  MTP_RETURN_IF_ERROR(resolve_draft_heads(options, c.n_vocab));
   if (options.n_slots <= 0) return invalid_argument("-np must be > 0, got ", options.n_slots);
   if (options.n_ctx <= 0) return invalid_argument("-c must be > 0, got ", options.n_ctx);
   if (options.n_batch <= 0) return invalid_argument("-b must be > 0, got ", options.n_batch);
@@ -183,7 +209,9 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   s.opt = options;
   s.draft = draft;
   s.sampler = Sampler(options.sampling);
-  s.acceptance = m.policy.acceptance();  // what recent requests saw, until this one has rounds of its own
+  // What recent requests saw, until this one has rounds of its own.
+  for (int h = 0; h < spec::kDraftHeads; ++h)
+    s.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<spec::DraftHead>(h));
   s.timings.n_prompt = static_cast<int64_t>(s.prompt.size());
   if (m.drafter) m.drafter->begin(seq, draft.n_max > 0);
   s.caching = m.cache != nullptr && options.cache_prompt;
@@ -235,6 +263,8 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
   }
   const int64_t budget = opt.n_batch;
   if (drafter && !gen.empty()) {
+    info.head = policy.head(static_cast<int64_t>(gen.size()));
+    const size_t head = static_cast<size_t>(info.head);
     std::vector<spec::SlotDemand> demand(gen.size());
     for (size_t i = 0; i < gen.size(); ++i) {
       Slot& s = *gen[i];
@@ -243,7 +273,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       if (s.opt.max_tokens >= 0) cap = std::min(cap, s.opt.max_tokens - s.timings.n_generated - 1);
       cap = std::min(cap, opt.n_ctx - memory.seq_pos(s.seq) - 1);
       demand[i].n_max = static_cast<int32_t>(std::max<int64_t>(0, cap));
-      demand[i].acceptance = &s.acceptance;
+      demand[i].acceptance = &s.acceptance[head];
       demand[i].catch_up_rows = drafter->pending_rows(s.seq);
     }
     const int64_t prompt_rows =
@@ -254,7 +284,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     int32_t k_max = 0;
     for (size_t i = 0; i < gen.size(); ++i) {
       if (k[i] <= 0) {
-        gen[i]->acceptance.idle_step(policy.acceptance());
+        gen[i]->acceptance[head].idle_step(policy.acceptance(info.head));
         continue;
       }
       spec::DraftTask t;
@@ -264,6 +294,8 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       t.params = gen[i]->draft;
       t.params.n_max = k[i];
       t.params.n_min = std::min(t.params.n_min, k[i]);
+      // The policy's head, unless the request asked for the full one (its draft_vocab 0).
+      t.params.subset = t.params.subset && info.head == spec::DraftHead::kSubset;
       tasks.push_back(std::move(t));
       task_slot.push_back(gen[i]);
       k_max = std::max(k_max, k[i]);
@@ -366,7 +398,8 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     const int64_t accepted = std::min(used - 1, n_draft);
     if (n_draft > 0) {
       s.timings.spec.add_round(n_draft, accepted);
-      s.acceptance.observe(n_draft, accepted);
+      s.acceptance[static_cast<size_t>(info.head)].observe(n_draft, accepted);
+      totals.by_head[static_cast<size_t>(info.head)].add_round(n_draft, accepted);
       policy.observe_round(n_draft, accepted);
       info.drafted += n_draft;
       info.accepted += accepted;
@@ -441,6 +474,9 @@ const Model& Engine::model() const {
 }
 const spec::DraftPolicy& Engine::policy() const {
   return impl_->policy;
+}
+int64_t Engine::draft_vocab_size() const {
+  return impl_->draft_vocab ? impl_->draft_vocab->size() : 0;
 }
 int32_t Engine::max_draft() const {
   return impl_->max_draft;

@@ -28,7 +28,7 @@ struct Slot {
   Timer since_submit;
   Timer since_first;
   RequestTimings timings;
-  spec::AcceptanceTracker acceptance;
+  std::array<spec::AcceptanceTracker, spec::kDraftHeads> acceptance;  // per draft head (DraftHead)
   std::vector<int32_t> generated;  // emitted tokens: the history's positions prompt.size() + i
   // The prefix cache (when `caching`): the cached prefix it started from, the post-norm hidden of the
   // history's last token in the trunk, the prompt positions still to checkpoint and the checkpoints taken
@@ -38,7 +38,8 @@ struct Slot {
   std::vector<float> last_hidden;
   std::vector<std::pair<int64_t, CheckpointKind>> plan;
   std::vector<Checkpoint> checkpoints;
-  std::vector<std::pair<size_t, int64_t>> captured;  // this step: (checkpoint, batch row) to take hiddens from
+  std::vector<std::pair<size_t, int64_t>>
+      captured;  // this step: (checkpoint, batch row) to take hiddens from
   // This step:
   std::vector<int32_t> drafted;
   int64_t row0 = 0, n_rows = 0;

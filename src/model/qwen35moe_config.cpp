@@ -154,6 +154,24 @@ Expected<Qwen35MoeConfig> qwen35moe_shape(const std::string& name, int64_t n_lay
     c.ssm_d_state = 16;
     c.ssm_n_group = 2;
     c.ssm_dt_rank = 4;
+  } else if (name == "small") {
+    // 4 layers, hidden 256, 8 experts top-2, 512-token vocabulary: rows long enough for every block type
+    // (K-quants need 256), small enough that a decode step is fixed cost, not bandwidth (per-step overhead).
+    c.n_vocab = 512;
+    c.context_length = 4096;
+    c.n_embd = 256;
+    c.n_layer = n_layer > 0 ? n_layer : 4;
+    c.n_head = 4;
+    c.n_head_kv = 2;
+    c.head_dim = 64;
+    c.n_rot = 16;
+    c.n_expert = 8;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 256;
+    c.n_ff_shexp = 256;
+    c.ssm_d_state = 32;
+    c.ssm_n_group = 4;
+    c.ssm_dt_rank = 8;
   } else if (name == "35b-a3b") {
     // Qwen3.5/3.6-35B-A3B widths (qwen35moe.md section 1); the real model has 40 trunk layers.
     c.n_vocab = 248320;
@@ -172,7 +190,7 @@ Expected<Qwen35MoeConfig> qwen35moe_shape(const std::string& name, int64_t n_lay
     c.ssm_n_group = 16;
     c.ssm_dt_rank = 32;
   } else {
-    return invalid_argument("unknown shape '", name, "' (known: tiny, 35b-a3b)");
+    return invalid_argument("unknown shape '", name, "' (known: tiny, small, 35b-a3b)");
   }
   c.ssm_d_inner = c.ssm_dt_rank * c.ssm_d_state;
   MTP_RETURN_IF_ERROR(c.validate());

@@ -65,6 +65,8 @@ void Metrics::on_step(const StepInfo& info) {
   prompt_tokens_ += static_cast<uint64_t>(info.prompt_rows);
   drafted_ += static_cast<uint64_t>(info.drafted);
   accepted_ += static_cast<uint64_t>(info.accepted);
+  drafted_by_head_[static_cast<size_t>(info.head)] += static_cast<uint64_t>(info.drafted);
+  accepted_by_head_[static_cast<size_t>(info.head)] += static_cast<uint64_t>(info.accepted);
   draft_seconds_ += info.draft_seconds;
   step_seconds_sum_ += info.seconds;
   for (size_t b = 0; b < kStepBuckets.size(); ++b)
@@ -113,6 +115,18 @@ std::string Metrics::render(const Gauges& g) const {
   w.metric("mtp_draft_tokens_total", "counter", "Tokens drafted by the MTP head.", std::to_string(drafted_));
   w.metric("mtp_draft_accepted_tokens_total", "counter", "Drafted tokens accepted by verification.",
            std::to_string(accepted_));
+  // Both heads always, so that a rate query over them has two series from the start.
+  w.header("mtp_draft_head_tokens_total", "counter", "Tokens drafted, by the draft head that drafted them.");
+  for (int h = 0; h < spec::kDraftHeads; ++h)
+    w.sample("mtp_draft_head_tokens_total",
+             std::string("head=\"") + spec::draft_head_name(static_cast<spec::DraftHead>(h)) + "\"",
+             std::to_string(drafted_by_head_[static_cast<size_t>(h)]));
+  w.header("mtp_draft_head_accepted_tokens_total", "counter",
+           "Drafted tokens accepted by verification, by the draft head that drafted them.");
+  for (int h = 0; h < spec::kDraftHeads; ++h)
+    w.sample("mtp_draft_head_accepted_tokens_total",
+             std::string("head=\"") + spec::draft_head_name(static_cast<spec::DraftHead>(h)) + "\"",
+             std::to_string(accepted_by_head_[static_cast<size_t>(h)]));
   w.metric("mtp_verify_rounds_total", "counter",
            "Verification rounds that had a draft (finished requests; llama.cpp's n_call_accept).",
            std::to_string(spec_.rounds));

@@ -52,6 +52,14 @@
 //
 // Whatever the model predicts, a guard compares what drafting steps deliver with what plain steps do at the
 // same batch size, and pauses drafting there where it measurably loses (observe_step()).
+//
+// With two heads (choose_head), the model prices each head's draft passes and acceptance apart, and the
+// guard picks the head: each window of drafting steps measures the head it ran; a head not measured at this
+// batch size (or long ago) gets the next window; then the one that delivered more drafts, and drafting
+// pauses only where that one loses too. A price never measured (the other head's) thus never decides
+// against one that was, and the subset head, whose passes cost a fraction of the full head's on a large
+// vocabulary (measured on 2 cores at 35B-A3B widths: the full head's pass as dear as a plain step of an
+// 8-layer trunk), is tried wherever drafting runs.
 #include "spec/policy.h"
 
 #include <algorithm>
@@ -75,6 +83,7 @@ constexpr double kClearLoss = 0.15;      // a loss the guard acts on after half 
 constexpr double kSmallLoss = 0.02;      // a loss it acts on after all of them
 constexpr int64_t kPauseSteps = 64;      // trunk steps without drafting after a verdict against it
 constexpr int64_t kMaxPauseSteps = 4096;  // the pause grows 4x with each verdict in a row against drafting
+constexpr int64_t kHeadRetrySteps = 512;  // trunk steps after which a head's measured outcome is stale
 
 // Trunk steps since size `rows` was last sampled (at[rows]: the step count then, -1 never); huge if never.
 int64_t age_of(const std::vector<int64_t>& at, int64_t rows, int64_t now) {
@@ -89,6 +98,31 @@ void mark(std::vector<int64_t>& at, int64_t rows, int64_t now) {
 }
 
 }  // namespace
+
+const char* draft_head_name(DraftHead head) {
+  return head == DraftHead::kSubset ? "subset" : "full";
+}
+
+DraftPolicy::DraftPolicy(const PolicyOptions& options) : opt_(options), head_(options.head) {
+  if (opt_.kind != PolicyKind::kAuto) opt_.choose_head = false;
+}
+
+DraftHead DraftPolicy::head(int64_t slots) {
+  head_ = opt_.head;
+  if (opt_.choose_head && slots > 0) {
+    Outcome& o = outcome(slots);
+    head_ = o.head;
+    o.head_used_at[head_index()] = trunk_steps_;
+  }
+  return head_;
+}
+
+bool DraftPolicy::other_head_stale(const Outcome& o) const {
+  // At least as long as this size's pauses, so that a size paused for good does not retry both heads after
+  // every pause.
+  const int64_t used = o.head_used_at[1 - static_cast<size_t>(o.head)];
+  return used < 0 || trunk_steps_ - used > std::max(kHeadRetrySteps, 2 * o.backoff);
+}
 
 bool StepCostModel::trusted(int64_t rows) const {
   return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) &&
@@ -239,16 +273,40 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   const double plain_rate = static_cast<double>(slots * m) / plain_seconds;
   // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
   // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
-  const double ratio = o.draft_tokens / o.draft_seconds / plain_rate;
-  if (o.draft_n < kOutcomeSteps && ratio >= 1 - kClearLoss) return;
-  if (ratio < 1 - kSmallLoss) {
+  const double draft_rate = o.draft_tokens / o.draft_seconds;
+  if (o.draft_n < kOutcomeSteps && draft_rate >= (1 - kClearLoss) * plain_rate) return;
+  judge(o, draft_rate, plain_rate);
+  o.draft_tokens = o.draft_seconds = 0;
+  o.draft_n = 0;
+}
+
+void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
+  double best_rate = draft_rate;
+  if (opt_.choose_head) {
+    const size_t h = static_cast<size_t>(o.head), other = 1 - h;
+    o.head_rate[h] = draft_rate;
+    o.head_rated_at[h] = trunk_steps_;
+    o.head_good[h] = draft_rate >= (1 - kSmallLoss) * plain_rate;
+    if (other_head_stale(o)) {
+      o.head = static_cast<DraftHead>(other);  // its own try next, before any verdict on drafting
+      return;
+    }
+    // The other head was in use lately: what its last window delivered, or, if the model did not let it
+    // draft a window since, nothing (the model priced it below plain decoding).
+    const bool rated =
+        o.head_good[other] && o.head_rated_at[other] >= o.head_used_at[other] - kHeadRetrySteps;
+    const double other_rate = rated ? o.head_rate[other] : 0.0;
+    if (other_rate > draft_rate) {
+      o.head = static_cast<DraftHead>(other);
+      best_rate = other_rate;
+    }
+  }
+  if (best_rate < (1 - kSmallLoss) * plain_rate) {
     o.backoff = o.backoff == 0 ? kPauseSteps : std::min(4 * o.backoff, kMaxPauseSteps);
     o.paused_until = trunk_steps_ + o.backoff;
   } else {
     o.backoff = 0;
   }
-  o.draft_tokens = o.draft_seconds = 0;
-  o.draft_n = 0;
 }
 
 double DraftPolicy::trunk_line(bool verify, double rows) const {
@@ -313,7 +371,19 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
 }
 
 std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) {
+  const int64_t n = static_cast<int64_t>(slots.size());
+  const bool refresh = prompt_rows == 0 && plain_age(n) > kRefreshSteps;  // plan() re-prices plain decoding
   std::vector<int32_t> k = plan(slots, prompt_rows);
+  // Where the model prices drafting with this head below plain decoding, the next step uses the other head
+  // if it went untried for long (or ever): a price never measured must not stay unmeasured because the
+  // measured one lost; or if its last window delivered, and the model has not declined it since.
+  if (opt_.choose_head && prompt_rows == 0 && !refresh && n > 0 && plain_.trusted(n) && !paused(n) &&
+      std::all_of(k.begin(), k.end(), [](int32_t x) { return x == 0; })) {
+    Outcome& o = outcome(n);
+    const size_t h = head_index(), other = 1 - h;
+    o.head_good[h] = false;
+    if (other_head_stale(o) || o.head_good[other]) o.head = static_cast<DraftHead>(other);
+  }
   // A step in which a drafting slot first runs a backlog through the MTP block (the rows of a stretch without
   // drafting, a new request's prompt) pays a one-time cost: the guard does not judge drafting by it (judged
   // by the first steps after a pause, drafting would pause again, its backlog paid for nothing).
@@ -338,7 +408,7 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   if (prompt_rows == 0 && !plain_.trusted(static_cast<int64_t>(n))) return k;
   if (paused(static_cast<int64_t>(n))) return k;
   // Then, without measurements of drafting yet, draft (the first step measures the shapes).
-  if (!has_trunk_data() || !draft_.has_data()) {
+  if (!has_trunk_data() || !draft().has_data()) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
     return k;
   }
@@ -370,9 +440,9 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
         rows += 1 + (i == 1 ? steady : 0);
         if (i == 1) backlog += static_cast<double>(slots[r].catch_up_rows) - steady;
       }
-      t += draft_.predict(rows);
+      t += draft().predict(rows);
     }
-    return t + draft_.slope() * backlog / kBacklogSteps;
+    return t + draft().slope() * backlog / kBacklogSteps;
   };
   auto expected_tokens = [&](const std::vector<int32_t>& ks) {
     double t = 0;

@@ -47,6 +47,7 @@ struct RunArgs {
   std::string head;
   int64_t draft_vocab = 0;
   std::string draft_vocab_file;
+  std::string draft_head = "auto";
   std::string cache_type_k = "f32", cache_type_v = "f32";
 };
 
@@ -60,8 +61,9 @@ double per_second(int64_t n, double seconds) {
 }
 
 // Generation through the serving engine: one slot, the same step loop the server runs.
-Status run_engine(const RunArgs& a, const KvCacheTypes& kv, const Model& model, const Tokenizer& tok,
-                  const std::vector<int32_t>& prompt, ThreadPool& pool) {
+Status run_engine(const RunArgs& a, const KvCacheTypes& kv, std::optional<spec::DraftHead> head_choice,
+                  const Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                  ThreadPool& pool) {
   EngineOptions eo;
   eo.n_ctx = static_cast<int64_t>(prompt.size()) + a.n_predict + 1;
   eo.n_slots = 1;
@@ -71,6 +73,7 @@ Status run_engine(const RunArgs& a, const KvCacheTypes& kv, const Model& model, 
   eo.head_path = a.head;
   eo.draft_vocab = a.draft_vocab;
   eo.draft_vocab_file = a.draft_vocab_file;
+  eo.draft_head = head_choice;
   eo.cache_type_k = kv.k;
   eo.cache_type_v = kv.v;
   eo.end_tokens = default_end_tokens(model.vocab());
@@ -124,6 +127,8 @@ Status run(const RunArgs& a) {
     return invalid_argument("--min-p must be in [0, 1]");
   MTP_ASSIGN_OR_RETURN(KvCacheTypes kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
                                                         a.cache_type_k, a.cache_type_v));
+  MTP_ASSIGN_OR_RETURN(std::optional<spec::DraftHead> head_choice,
+                       parse_draft_head(a.draft_head, a.spec, a.draft_vocab));
   if (a.reference && (a.cache_type_k != "f32" || a.cache_type_v != "f32"))
     return invalid_argument("--cache-type-k/-v are the engine's; --reference keeps its cache in f32");
   ThreadPool pool(a.threads);
@@ -134,7 +139,7 @@ Status run(const RunArgs& a) {
   enc.parse_special = true;
   const std::vector<int32_t> prompt = tok.encode(a.prompt, enc);
   if (prompt.empty()) return invalid_argument("the prompt has no tokens");
-  if (!a.reference && a.dump_logits.empty()) return run_engine(a, kv, model, tok, prompt, pool);
+  if (!a.reference && a.dump_logits.empty()) return run_engine(a, kv, head_choice, model, tok, prompt, pool);
   if (a.spec != "none")
     return invalid_argument("--spec works with the engine only (not --reference or --dump-logits)");
 
@@ -276,6 +281,11 @@ CommandRunner register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--draft-vocab-file", a->draft_vocab_file,
                   "Ranked ids for --draft-vocab (mtp draft-vocab build); default: the first N ids");
+  cmd->add_option(
+         "--draft-head", a->draft_head,
+         "full | subset | auto (the subset with --draft-vocab N, else the full head); subset without "
+         "--draft-vocab: 16384 ids")
+      ->capture_default_str();
   cmd->add_option("--cache-type-k", a->cache_type_k, "KV cache format of keys: f32, f16 or q8_0")
       ->capture_default_str();
   cmd->add_option("--cache-type-v", a->cache_type_v, "KV cache format of values: f32, f16 or q8_0")

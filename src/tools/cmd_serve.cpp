@@ -52,6 +52,8 @@ struct ServeArgs {
   KvCacheTypes kv;  // the two above, parsed by validate()
   int max_drafting_slots = -1;
   std::string spec_policy = "fixed";
+  std::string draft_head = "auto";
+  std::optional<spec::DraftHead> head_choice;  // draft_head, parsed by validate()
   // The prefix cache: --cache-ram MiB (unset: 8192, at most a quarter of physical memory; 0: off; -1: half
   // of physical memory), --cache-checkpoint-every N tokens.
   std::optional<int64_t> cache_ram_mib;
@@ -138,6 +140,7 @@ Status validate(ServeArgs& a) {
   }
   MTP_ASSIGN_OR_RETURN(a.kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
                                              a.cache_type_k, a.cache_type_v));
+  MTP_ASSIGN_OR_RETURN(a.head_choice, parse_draft_head(a.draft_head, a.spec, a.draft_vocab));
   if (a.draft_max < 0 || a.draft_min < 0 || a.draft_min > std::max(a.draft_max, 0))
     return invalid_argument("--draft-max/--draft-min: need 0 <= min <= max, got ", a.draft_min, ", ",
                             a.draft_max);
@@ -189,6 +192,7 @@ server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads
   spec["policy"] = eo.policy.kind == spec::PolicyKind::kAuto ? "auto" : "fixed";
   spec["head"] = eo.head_path.empty() ? Json() : Json(eo.head_path);
   spec["draft_vocab"] = eo.draft_vocab;
+  spec["draft_head"] = eo.policy.choose_head ? "auto" : spec::draft_head_name(eo.policy.head);
   spec["draft_vocab_file"] = eo.draft_vocab_file.empty() ? Json() : Json(eo.draft_vocab_file);
   Json gen = Json::object();
   gen["temperature"] = a.temp;
@@ -254,8 +258,10 @@ void print_config(const server::Json& p, const std::string& model_id) {
                     ? "unlimited"
                     : std::to_string(s["max_drafting_slots"].get<int>()).c_str());
     if (!s["head"].is_null()) std::printf(", head %s", s["head"].get<std::string>().c_str());
+    std::printf(", draft head %s", s["draft_head"].get<std::string>().c_str());
     if (s["draft_vocab"].get<int64_t>() > 0)
-      std::printf(", draft vocab %lld", static_cast<long long>(s["draft_vocab"].get<int64_t>()));
+      std::printf(" (subset of %lld ids%s)", static_cast<long long>(s["draft_vocab"].get<int64_t>()),
+                  s["draft_head"] == "auto" ? "; the policy chooses it or the full head per batch size" : "");
   }
   std::printf("\n");
   const server::Json& g = p["default_generation_settings"];
@@ -318,6 +324,7 @@ int serve(ServeArgs& a) {
   eo.head_path = a.head;
   eo.draft_vocab = a.draft_vocab;
   eo.draft_vocab_file = a.draft_vocab_file;
+  eo.draft_head = a.head_choice;
   eo.cache_type_k = a.kv.k;
   eo.cache_type_v = a.kv.v;
   eo.end_tokens = default_end_tokens(model->vocab());
@@ -332,6 +339,10 @@ int serve(ServeArgs& a) {
   eo.cache.checkpoint_min_gap = a.checkpoint_min_gap;
   auto engine = Engine::create(*model, eo, pool);
   if (!engine.ok()) return fail(engine.status());
+  // What the engine resolved (the subset head's size, the heads auto chooses from), for /props and the
+  // banner.
+  eo.draft_vocab = (*engine)->draft_vocab_size();
+  eo.policy = (*engine)->policy().options();
   server::EngineBackend backend(**engine);
 
   server::ServerConfig cfg;
@@ -468,6 +479,11 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
       ->capture_default_str();
   cmd.add_option("--draft-vocab", a->draft_vocab, "Draft over this many ids (0: the whole vocabulary)");
   cmd.add_option("--draft-vocab-file", a->draft_vocab_file, "Ranked ids for --draft-vocab (mtp draft-vocab)");
+  cmd.add_option("--draft-head", a->draft_head,
+                 "full | subset | auto: the draft head; auto with --spec-policy auto chooses per batch size "
+                 "between the full head and a subset (--draft-vocab N, else 16384 ids of a vocabulary of "
+                 "65536 or more)")
+      ->capture_default_str();
   cmd.add_option("--cache-type-k", a->cache_type_k, "KV cache format of keys: f32, f16 or q8_0")
       ->capture_default_str();
   cmd.add_option("--cache-type-v", a->cache_type_v, "KV cache format of values: f32, f16 or q8_0")

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
 #include "model/memory.h"
+#include "spec/policy.h"
 
 namespace mtp::tools {
 
@@ -17,6 +19,19 @@ struct KvCacheTypes {
 
 // --spec, --head, --draft-vocab(-file) and --cache-type-k/-v together: flags that only mean something with
 // MTP drafting are refused without it rather than silently ignored. Returns the parsed cache types.
+// --draft-head: "auto" (nullopt), "full" or "subset". With --draft-vocab N, "full" contradicts it.
+inline Expected<std::optional<spec::DraftHead>> parse_draft_head(const std::string& name,
+                                                                 const std::string& spec,
+                                                                 int64_t draft_vocab) {
+  if (name == "auto") return std::optional<spec::DraftHead>();
+  if (name != "full" && name != "subset")
+    return invalid_argument("--draft-head must be auto, full or subset, got '", name, "'");
+  if (spec != "mtp") return invalid_argument("--draft-head needs --spec mtp");
+  if (name == "full" && draft_vocab > 0)
+    return invalid_argument("--draft-vocab needs the subset head: it contradicts --draft-head full");
+  return std::optional<spec::DraftHead>(name == "full" ? spec::DraftHead::kFull : spec::DraftHead::kSubset);
+}
+
 inline Expected<KvCacheTypes> check_spec_args(const std::string& spec, const std::string& head,
                                               int64_t draft_vocab, const std::string& draft_vocab_file,
                                               const std::string& cache_type_k,

@@ -22,6 +22,12 @@ TEST(RunSpecCli, SameTextAndStatisticsLine) {
     EXPECT_NE(merged.output.find("#mean acc len = "), std::string::npos);
     EXPECT_NE(merged.output.find("#acc rate/pos = ("), std::string::npos);
   }
+  // Either draft head: the same text.
+  for (const char* head : {"full", "subset --draft-vocab 64", "subset"}) {
+    auto spec = run_mtp(base + "--spec mtp --draft-head " + head);
+    ASSERT_EQ(spec.exit_code, 0) << head << ": " << spec.output;
+    EXPECT_EQ(spec.output, plain.output) << "--draft-head " << head;
+  }
   // Seeded sampling is the same with and without drafting.
   auto s1 = run_mtp(base + "--temp 0.8 --seed 5 --spec none");
   auto s2 = run_mtp(base + "--temp 0.8 --seed 5 --spec mtp --draft-max 2 --draft-p-min 0.5");
@@ -40,6 +46,8 @@ TEST(RunSpecCli, BadFlagsAreUsageErrors) {
   EXPECT_EQ(run_mtp(base + "--draft-vocab 64").exit_code, 2);            // --draft-vocab needs --spec mtp
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-vocab-file ids.txt").exit_code, 2);  // and a count
   EXPECT_EQ(run_mtp(base + "--min-p 1.5").exit_code, 2);
+  EXPECT_EQ(run_mtp(base + "--spec mtp --draft-head best").exit_code, 2);
+  EXPECT_EQ(run_mtp(base + "--draft-head subset").exit_code, 2);  // needs --spec mtp
   EXPECT_EQ(run_mtp(base + "--reference --cache-type-k q8_0").exit_code, 2);
   // Refused before the model is opened.
   auto early = run_mtp("run -m /nonexistent.gguf -p hi --cache-type-v q3", true);

@@ -191,6 +191,55 @@ TEST(SpecDraftVocab, OutputIdenticalWithSubsets) {
   }
 }
 
+// The auto policy with both heads (a subset given): it chooses per batch size, the output stays the plain
+// one, and the rounds of each head add up to the engine's. --draft-head pins a head; full with a subset
+// size is refused.
+TEST(SpecDraftVocab, AutoChoosesBetweenHeadsOutputUnchanged) {
+  auto model = Model::load(structured_model(GgmlType::Q8_0));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(2);
+  const auto prompts = test_prompts(3, 5);
+  RequestOptions ro;
+  ro.max_tokens = 200;
+  ro.ignore_eos = true;
+  auto plain_engine = make_engine(*model, engine_options(false, 0), pool);
+  EngineOptions eo = engine_options(true, 3);
+  eo.policy.kind = spec::PolicyKind::kAuto;
+  eo.draft_vocab = 64;
+  auto engine = make_engine(*model, eo, pool);
+  EXPECT_TRUE(engine->policy().options().choose_head);
+  EXPECT_GE(engine->draft_vocab_size(), 64);  // and the control tokens chat needs
+  for (const auto& p : prompts)
+    EXPECT_EQ(generate(*engine, p, ro).tokens, generate(*plain_engine, p, ro).tokens);
+  const EngineTotals& t = engine->totals();
+  int64_t rounds = 0, accepted = 0;
+  for (const spec::SpecStats& h : t.by_head) {
+    rounds += h.rounds;
+    accepted += h.accepted;
+  }
+  EXPECT_EQ(rounds, t.spec.rounds);
+  EXPECT_EQ(accepted, t.spec.accepted);
+  EXPECT_GT(rounds, 0);
+
+  // A vocabulary this small gets no subset by itself: one head, nothing to choose.
+  eo.draft_vocab = 0;
+  auto small = make_engine(*model, eo, pool);
+  EXPECT_FALSE(small->policy().options().choose_head);
+  EXPECT_EQ(small->draft_vocab_size(), 0);
+  // A pinned head.
+  eo.draft_vocab = 64;
+  eo.draft_head = spec::DraftHead::kSubset;
+  auto pinned = make_engine(*model, eo, pool);
+  EXPECT_FALSE(pinned->policy().options().choose_head);
+  EXPECT_EQ(pinned->policy().options().head, spec::DraftHead::kSubset);
+  EXPECT_EQ(generate(*pinned, prompts[0], ro).tokens, generate(*plain_engine, prompts[0], ro).tokens);
+  EXPECT_EQ(pinned->totals().by_head[0].rounds, 0);
+  eo.draft_head = spec::DraftHead::kFull;
+  auto contradiction = Engine::create(*model, eo, pool);
+  ASSERT_FALSE(contradiction.ok());
+  EXPECT_NE(contradiction.status().message().find("--draft-head full"), std::string::npos);
+}
+
 TEST(SpecDraftVocab, BadSubsetsAreClearErrors) {
   auto model = Model::load(structured_model(GgmlType::Q8_0));
   ASSERT_TRUE(model.ok());

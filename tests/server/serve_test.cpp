@@ -450,7 +450,8 @@ TEST(ServeTest, FlagErrors) {
        {"--draft-vocab 64", "--spec mtp --draft-vocab-file ids.txt", "--spec mtp --draft-vocab -1",
         "--cache-type-k q3", "--queue 100000", "--shutdown-timeout 1e300", "--chat-template-kwargs '[1]'",
         "--chat-template-kwargs '{\"enable_thinking\": true}' --reasoning off", "--cache-ram -5",
-        "--cache-checkpoint-every -1", "--cache-checkpoint-min-gap 0"}) {
+        "--cache-checkpoint-every -1", "--cache-checkpoint-min-gap 0", "--spec mtp --draft-head best",
+        "--draft-head full", "--spec mtp --draft-head full --draft-vocab 64"}) {
     r = run_mtp(std::string("serve -m models/no-such-file.gguf ") + bad, true);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_EQ(r.output.find("no-such-file"), std::string::npos) << bad << ": " << r.output;
@@ -463,6 +464,8 @@ TEST(ServeTest, FlagErrors) {
   EXPECT_TRUE(std::regex_search(r.output, std::regex("^mtp serve: --cache-ram 999999999 MiB exceeds this "
                                                      "machine's memory \\([0-9]+ MiB\\)\n$")))
       << r.output;
+  r = run_mtp("serve -m models/no-such-file.gguf --spec mtp --draft-head full --draft-vocab 64", true);
+  EXPECT_NE(r.output.find("contradicts --draft-head full"), std::string::npos) << r.output;
   r = run_mtp("serve -m models/no-such-file.gguf --draft-vocab-file ids.txt --spec mtp", true);
   EXPECT_NE(r.output.find("--draft-vocab-file needs --draft-vocab N"), std::string::npos) << r.output;
   // A malformed LLAMA_SPEC_MAX_DRAFTING_SLOTS is an error, not "never draft".

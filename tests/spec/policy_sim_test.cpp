@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -28,6 +30,9 @@ struct Costs {
   // Requests of this many tokens (0: endless); each new one brings a prompt of `prompt_rows` rows the MTP
   // block has not seen (its first draft pass runs them).
   int64_t request_tokens = 0, prompt_rows = 0;
+  // A second head (the vocabulary subset): its draft pass and its conditional acceptance per position.
+  std::function<double(int64_t step, int64_t rows)> draft_subset = nullptr;
+  double accept_subset = 0;
 };
 
 struct Run {
@@ -38,13 +43,17 @@ struct Run {
 
 // `fixed_k` < 0: the auto policy; otherwise every slot drafts fixed_k (0: plain decoding). Each of `slots`
 // requests generates without end; position i of a draft is accepted with probability `accept` given the
-// ones before it (the same coins for every run: the seed).
+// ones before it (`costs.accept_subset` with the subset head; the same coins for every run: the seed).
+// `head`: the head drafts use, or nullopt: the policy chooses where `costs` has a subset head.
 Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, int32_t fixed_k, int64_t steps,
-             int64_t from_step = 0) {
+             int64_t from_step = 0, std::optional<DraftHead> head = std::nullopt) {
   PolicyOptions o;
   o.kind = fixed_k < 0 ? PolicyKind::kAuto : PolicyKind::kFixed;
+  o.head = head.value_or(DraftHead::kFull);
+  o.choose_head = !head && costs.draft_subset != nullptr;
   DraftPolicy policy(o);
-  std::vector<AcceptanceTracker> acc(static_cast<size_t>(slots));
+  std::array<std::vector<AcceptanceTracker>, kDraftHeads> acc_by_head;
+  for (auto& a : acc_by_head) a.resize(static_cast<size_t>(slots));
   std::vector<int64_t> pending(static_cast<size_t>(slots), costs.prompt_rows);  // the MTP block's catch-up
   std::vector<int64_t> generated(static_cast<size_t>(slots), 0);
   std::mt19937_64 rng(7);
@@ -52,6 +61,10 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
   Run r;
   costs.reset();
   for (int64_t step = 0; step < steps; ++step) {
+    const DraftHead h = policy.head(slots);
+    const bool subset = h == DraftHead::kSubset;
+    std::vector<AcceptanceTracker>& acc = acc_by_head[static_cast<size_t>(h)];
+    const double p_accept = subset ? costs.accept_subset : accept;
     std::vector<SlotDemand> demand(static_cast<size_t>(slots));
     for (size_t s = 0; s < demand.size(); ++s)
       demand[s] = {fixed_k < 0 ? n_max : fixed_k, &acc[s], fixed_k == 0 ? 0 : pending[s]};
@@ -67,7 +80,7 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
       int64_t rows = 0;
       for (size_t s = 0; s < k.size(); ++s)
         if (k[s] >= i) rows += 1 + (i == 1 ? pending[s] : 0);
-      const double t = costs.draft(step, rows);
+      const double t = subset ? costs.draft_subset(step, rows) : costs.draft(step, rows);
       policy.observe_draft(rows, t);
       seconds += t;
     }
@@ -76,13 +89,13 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
     seconds += t + (verify > 0 ? costs.unseen_per_drafting_step : 0);
     for (size_t s = 0; s < k.size(); ++s) {
       int64_t accepted = 0;
-      while (accepted < k[s] && coin(rng) < accept) ++accepted;
+      while (accepted < k[s] && coin(rng) < p_accept) ++accepted;
       if (k[s] > 0) {
         acc[s].observe(k[s], accepted);
         policy.observe_round(k[s], accepted);
         pending[s] = accepted;  // the rows the MTP block has not seen: the accepted drafts' successors
       } else {
-        acc[s].idle_step(policy.acceptance());
+        acc[s].idle_step(policy.acceptance(h));
         ++pending[s];
       }
       tokens += 1 + accepted;
@@ -90,7 +103,8 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
       if (costs.request_tokens > 0 && generated[s] >= costs.request_tokens) {  // the next request
         generated[s] = 0;
         pending[s] = costs.prompt_rows;
-        acc[s] = policy.acceptance();
+        for (int x = 0; x < kDraftHeads; ++x)
+          acc_by_head[static_cast<size_t>(x)][s] = policy.acceptance(static_cast<DraftHead>(x));
       }
     }
     if (verify == 0) policy.idle_step();
@@ -112,8 +126,12 @@ Verdict judge(const char* name, const Costs& costs, int64_t slots, int32_t n_max
               int64_t steps, int64_t from_step = 0) {
   const double off = simulate(costs, slots, n_max, accept, 0, steps, from_step).rate();
   double best = off;
-  for (int32_t k = 1; k <= n_max; ++k)
+  for (int32_t k = 1; k <= n_max; ++k) {
     best = std::max(best, simulate(costs, slots, n_max, accept, k, steps, from_step).rate());
+    if (costs.draft_subset)
+      best = std::max(best,
+                      simulate(costs, slots, n_max, accept, k, steps, from_step, DraftHead::kSubset).rate());
+  }
   const double a = simulate(costs, slots, n_max, accept, -1, steps, from_step).rate();
   std::printf(
       "[%s] c%lld: off %.1f, best fixed %.1f, auto %.1f tok/s (%.3fx off, %.3fx best), %lld drafting steps\n",
@@ -205,6 +223,35 @@ TEST(PolicySim, ALossTheModelCannotSeeStopsDrafting) {
   for (int64_t c : {1, 4}) {
     EXPECT_LE(simulate(unseen, c, 3, 0.85, -1, 2000).drafting_steps, 16) << "c" << c;
     EXPECT_GE(judge("unseen cost", unseen, c, 3, 0.85, 2000).vs_off, 0.98) << "c" << c;
+  }
+}
+
+// Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
+// near the best fixed length with the best head, and never much below plain decoding when neither pays.
+TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {
+  auto trunk = [](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); };
+  auto dear = [](int64_t, int64_t rows) { return 0.014 + 0.0004 * static_cast<double>(rows); };
+  auto cheap = [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); };
+  // The full head as dear as a plain step (35B-A3B widths on many threads), the subset's passes cheap.
+  Costs subset_pays{trunk, dear};
+  subset_pays.draft_subset = cheap;
+  subset_pays.accept_subset = 0.85;
+  // Both heads cheap, the subset missing half the tokens the full head gets right.
+  Costs full_pays{trunk, cheap};
+  full_pays.draft_subset = [](int64_t, int64_t rows) { return 0.0010 + 0.0002 * static_cast<double>(rows); };
+  full_pays.accept_subset = 0.45;
+  // Neither: the full head dear, the subset nearly always wrong.
+  Costs neither{trunk, dear};
+  neither.draft_subset = cheap;
+  neither.accept_subset = 0.15;
+  for (int64_t c : {1, 4}) {
+    const Verdict sp = judge("full head dear, subset pays", subset_pays, c, 3, 0.95, 600);
+    EXPECT_GE(sp.vs_off, 1.15) << "c" << c;
+    EXPECT_GE(sp.vs_best_fixed, 0.95) << "c" << c;
+    const Verdict fp = judge("full head pays, subset poor", full_pays, c, 3, 0.9, 600);
+    EXPECT_GE(fp.vs_off, 1.15) << "c" << c;
+    EXPECT_GE(fp.vs_best_fixed, 0.95) << "c" << c;
+    EXPECT_GE(judge("neither head pays", neither, c, 3, 0.95, 2000).vs_off, 0.97) << "c" << c;
   }
 }
 

@@ -19,6 +19,7 @@
 // Outputs are bitwise the same with and without the cache: every row is computed as it would be cold.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,11 @@ namespace mtp {
 
 enum class SpecType { kNone, kMtp };
 
+// The subset head's size when none is given, and the vocabulary from which auto keeps one beside the full
+// head: at 35B-A3B widths (248,320 ids) the full head is half a token's weight bytes, a 16K subset 7% of it.
+inline constexpr int64_t kDefaultDraftVocab = 16384;
+inline constexpr int64_t kAutoSubsetMinVocab = 65536;
+
 struct EngineOptions {
   int64_t n_ctx = 4096;   // KV positions shared by all slots (`-c`)
   int32_t n_slots = 1;    // `-np`
@@ -57,6 +63,12 @@ struct EngineOptions {
   std::string head_path;
   int64_t draft_vocab = 0;       // > 0: draft over this many ids (issue 10)
   std::string draft_vocab_file;  // ranked ids for draft_vocab (empty: the first N ids)
+  // The draft head (`--draft-head`). nullopt = auto: under the auto policy, both heads wherever a subset is
+  // worth having (--draft-vocab N, or the first kDefaultDraftVocab ids of a vocabulary of at least
+  // kAutoSubsetMinVocab), the policy choosing per batch size; otherwise the subset with --draft-vocab N, the
+  // full head without. kSubset without --draft-vocab: kDefaultDraftVocab ids. Overrides policy.head and
+  // policy.choose_head.
+  std::optional<spec::DraftHead> draft_head;
   // Tokens that end generation (EOS, end of turn); ids >= n_sample are never sampled (embedding padding).
   std::vector<int32_t> end_tokens;
   int64_t n_sample = 0;  // 0: the model's n_vocab
@@ -111,6 +123,7 @@ struct RequestTimings {
   double prompt_ms = 0;  // submit -> first token
   double gen_ms = 0;     // first token -> last
   spec::SpecStats spec;
+  std::array<spec::SpecStats, spec::kDraftHeads> by_head;  // rounds by the head that drafted (DraftHead)
 };
 
 // What happened to one request in a step.
@@ -130,7 +143,8 @@ struct StepInfo {
   int32_t drafting = 0;    // slots that drafted this step
   int64_t drafted = 0;
   int64_t accepted = 0;
-  double seconds = 0;  // wall time of the whole step
+  spec::DraftHead head = spec::DraftHead::kFull;  // of this step's drafts
+  double seconds = 0;                             // wall time of the whole step
   double draft_seconds = 0;
 };
 
@@ -139,6 +153,7 @@ struct EngineTotals {
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   spec::SpecStats spec;
+  std::array<spec::SpecStats, spec::kDraftHeads> by_head;  // rounds by the head that drafted (DraftHead)
 };
 
 class Engine {
@@ -166,6 +181,8 @@ class Engine {
   const Model& model() const;
   // The policy's learned step-time model (for /props and benches).
   const spec::DraftPolicy& policy() const;
+  // Ids of the subset draft head; 0 without one.
+  int64_t draft_vocab_size() const;
   // The largest draft a request may ask for (memory keeps this many GDN snapshots); 0 without speculation.
   int32_t max_draft() const;
 

@@ -8,6 +8,10 @@
 //    recent acceptance per draft position. Plain decoding is measured first at each batch size; and whatever
 //    the model predicts, where drafting steps measurably deliver fewer tokens per second than plain ones,
 //    drafting pauses at that batch size (longer after each such verdict). Details in policy.cpp.
+//
+// Two draft heads: the MTP block's full output head, or its rows for a subset of the vocabulary (cheaper
+// passes, lower acceptance; spec/draft_vocab.h). With `choose_head`, auto picks one per batch size by what
+// drafting with each measurably delivered (observe_step), trying the other one again now and then.
 #pragma once
 
 #include <array>
@@ -19,9 +23,16 @@ namespace mtp::spec {
 
 enum class PolicyKind { kFixed, kAuto };
 
+// The head a draft pass computes logits with.
+enum class DraftHead : int32_t { kFull = 0, kSubset = 1 };
+inline constexpr int kDraftHeads = 2;
+const char* draft_head_name(DraftHead head);  // "full", "subset"
+
 struct PolicyOptions {
   PolicyKind kind = PolicyKind::kFixed;
-  int32_t max_drafting_slots = -1;  // < 0: no limit
+  int32_t max_drafting_slots = -1;    // < 0: no limit
+  DraftHead head = DraftHead::kFull;  // the head, unless choose_head
+  bool choose_head = false;  // auto only: the drafter has both heads; pick per batch size by measured outcome
 };
 
 // Seconds of a pass as a function of its row count, learned online: the median of recent samples per count,
@@ -91,7 +102,12 @@ struct SlotDemand {
 
 class DraftPolicy {
  public:
-  explicit DraftPolicy(const PolicyOptions& options) : opt_(options) {}
+  explicit DraftPolicy(const PolicyOptions& options);
+
+  // The head this step's drafts use at a batch size of `slots` generating slots: call before choose(), and
+  // give choose() each slot's acceptance for that head. Until the next head() call, the draft passes,
+  // rounds and the step observed are this head's.
+  DraftHead head(int64_t slots);
 
   // Draft length per generating slot (one entry of `slots` each; every generating slot has one decode row).
   // `prompt_rows` = prompt-chunk rows the step's trunk batch has as well: they cost the same whatever is
@@ -103,21 +119,27 @@ class DraftPolicy {
   // `verify_rows` draft rows being verified and `prompt_rows` prompt rows; one MTP draft pass of `rows`
   // rows (draft rows and catch-up rows together).
   void observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds);
-  void observe_draft(int64_t rows, double seconds) { draft_.observe(rows, seconds); }
+  void observe_draft(int64_t rows, double seconds) { draft_[head_index()].observe(rows, seconds); }
   // A whole step without prompt rows: `slots` generating slots emitted `tokens` in `seconds` (its draft
   // passes and trunk forward together); `drafted`: some slot drafted.
   void observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted);
   // A verification round of any slot: the engine-wide acceptance, where a new request's estimate starts.
-  void observe_round(int64_t n_drafted, int64_t n_accepted) { acceptance_.observe(n_drafted, n_accepted); }
+  void observe_round(int64_t n_drafted, int64_t n_accepted) {
+    acceptance_[head_index()].observe(n_drafted, n_accepted);
+  }
   // A step in which no slot drafted: the engine-wide rates drift toward the prior, so that after a bad
   // stretch (every slot stopped drafting, no rounds to learn from) requests get to try again.
-  void idle_step() { acceptance_.idle_step(AcceptanceTracker{}); }
-  const AcceptanceTracker& acceptance() const { return acceptance_; }
+  void idle_step() { acceptance_[head_index()].idle_step(AcceptanceTracker{}); }
+  const AcceptanceTracker& acceptance(DraftHead head = DraftHead::kFull) const {
+    return acceptance_[static_cast<size_t>(head)];
+  }
 
   // Predicted seconds of a trunk forward of decode rows and verify rows (no prompt rows); for a verify size
   // just measured for the first or second time, deliberately no more than as many plain rows (policy.cpp).
   double predict_trunk(int64_t rows, int64_t verify_rows = 0) const;
-  const StepCostModel& draft_cost() const { return draft_; }
+  const StepCostModel& draft_cost(DraftHead head = DraftHead::kFull) const {
+    return draft_[static_cast<size_t>(head)];
+  }
   const PolicyOptions& options() const { return opt_; }
 
  private:
@@ -140,8 +162,11 @@ class DraftPolicy {
   std::vector<int64_t> verify_at_;  // likewise for verify steps, indexed by all their rows
   std::vector<int64_t> explored_at_;  // likewise for the verify sizes choose() ran to re-measure them
   int64_t exploring_ = 0;             // the verify size the last choose() ran to re-measure; 0 none
-  StepCostModel draft_;
-  AcceptanceTracker acceptance_;  // every slot's rounds
+  size_t head_index() const { return static_cast<size_t>(head_); }
+  const StepCostModel& draft() const { return draft_[head_index()]; }
+  DraftHead head_ = DraftHead::kFull;                      // of the step under way (head())
+  std::array<StepCostModel, kDraftHeads> draft_;           // draft passes, per head
+  std::array<AcceptanceTracker, kDraftHeads> acceptance_;  // every slot's rounds, per head
 
   // What steps delivered, per batch size (generating slots), whatever the model predicted: the guard that
   // stops drafting where it measurably loses (policy.cpp).
@@ -153,7 +178,20 @@ class DraftPolicy {
     int64_t draft_n = 0;
     int64_t backoff = 0;        // trunk steps of the next pause; 0: the first pause's
     int64_t paused_until = -1;  // trunk_steps_ until which this size does not draft
+    // With choose_head: the head steps use here; when each was last in use here and when its last window
+    // of drafting steps was judged (trunk_steps_; -1 never), and what that window delivered (tokens/s).
+    DraftHead head = DraftHead::kFull;
+    std::array<int64_t, kDraftHeads> head_used_at{-1, -1};
+    std::array<int64_t, kDraftHeads> head_rated_at{-1, -1};
+    std::array<double, kDraftHeads> head_rate{};
+    // The head's last window delivered no less than plain steps, and the model has not declined it since.
+    std::array<bool, kDraftHeads> head_good{};
   };
+  // A window of drafting steps judged: the verdict on drafting at this size, and with choose_head, the head
+  // its next drafting steps use.
+  void judge(Outcome& o, double draft_rate, double plain_rate);
+  // With choose_head: the other head was not in use here for so long that its prices are stale.
+  bool other_head_stale(const Outcome& o) const;
   std::vector<Outcome> outcome_;  // index: generating slots
   bool restart_step_ = false;     // the last choose() drafts over a backlog of catch-up rows (policy.cpp)
   Outcome& outcome(int64_t slots);
