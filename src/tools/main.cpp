@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   add(register_tokenize);
   add(register_serve);
   add(register_draft_vocab);
+  add(register_bench);
+  add(register_report);
 
   // git-style: `mtp help [CMD]` prints the help; a first word that is no command is named, with the list.
   auto find = [&](const std::string& name) -> CLI::App* {

@@ -1,0 +1,48 @@
+// `mtp report`: the metrics of a run, computed from its raw JSONL file alone (docs/bench.md, "Metrics"), so a
+// definition can change without running the benchmark again.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "loadgen/record.h"
+#include "loadgen/stats.h"
+
+namespace mtp::loadgen {
+
+struct RunData {
+  Json header;                          // null when the file has no header line
+  std::vector<RequestRecord> requests;  // in file order, each with its events
+};
+
+// Reads a run file. A line that is not JSON or lacks a required field fails with "PATH:LINE: why".
+Expected<RunData> read_run(const std::string& path);
+
+// The figures of one concurrency level, over its measured (not warm-up) requests.
+struct LevelSummary {
+  int concurrency = 0;
+  int completed = 0, failed = 0;
+  int64_t total_input_tokens = 0, total_output_tokens = 0;
+  double duration_s = 0;      // first measured send to last measured end
+  double window_s = 0;        // the steady-state window's length
+  bool window_steady = true;  // false: the steady window was empty and the whole duration was used
+  double output_throughput = 0, request_throughput = 0;  // per second over the window
+  Dist ttft_ms, tpot_ms, itl_ms, e2el_ms, lag_ms;
+  std::map<std::string, int> token_sources;  // requests per token_source
+  // Speculative decoding, summed over requests whose timings have draft_n.
+  int spec_requests = 0;
+  int64_t draft_n = 0, draft_accepted = 0, draft_rounds = 0;
+  std::vector<double> accepted_per_position;  // accepted drafts at each position, summed (rate * rounds)
+};
+
+std::vector<LevelSummary> summarize_run(const RunData& run);
+
+// A markdown table, one row per level.
+std::string markdown_report(const std::vector<LevelSummary>& levels);
+// The JSON summary: {"source", "header", "levels": [...]} with vLLM's result keys per level.
+Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source);
+
+}  // namespace mtp::loadgen

@@ -1,0 +1,57 @@
+// One streaming chat-completions request at a time over a kept-alive connection, every SSE event timestamped
+// as it arrives (record.h). Whatever goes wrong (no connection, an HTTP error, a stream cut short, an event
+// that is not JSON, an error event) ends the request as a failure with a message; nothing throws.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "loadgen/record.h"
+
+namespace mtp::loadgen {
+
+struct ClientOptions {
+  std::string url;  // http://host:port, optionally with a path prefix; "/v1/chat/completions" is appended
+  std::string api_key;
+  double timeout_s = 600;  // connect and per-read timeout
+};
+
+struct ChatRequest {
+  std::string model;  // empty: no "model" field
+  std::string prompt;
+  int max_tokens = 128;
+  std::optional<double> temperature;
+  bool ignore_eos = false;
+};
+
+// The JSON body sent for `req`: stream with usage, one user message.
+Json chat_body(const ChatRequest& req);
+
+class StreamClient {
+ public:
+  ~StreamClient();
+  // Fails (kInvalidArgument) only on a URL it cannot parse.
+  static Expected<std::unique_ptr<StreamClient>> create(const ClientOptions& options);
+
+  // Sends `req` and fills `r` (sent, first token, end, events, usage, timings, ok or error); `r`'s id, level,
+  // worker, warmup and scheduled_ns are the caller's.
+  void run(const ChatRequest& req, const RunClock& clock, RequestRecord& r);
+
+  // The first model id from GET /v1/models, or an error.
+  Expected<std::string> first_model();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "scheme://host:port" and the path prefix ("" or "/x") of a --url value, or kInvalidArgument.
+struct SplitUrl {
+  std::string origin;
+  std::string prefix;
+};
+Expected<SplitUrl> split_url(const std::string& url);
+
+}  // namespace mtp::loadgen

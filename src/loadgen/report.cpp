@@ -1,0 +1,227 @@
+#include "loadgen/report.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+
+namespace mtp::loadgen {
+namespace {
+
+// Reads fields of one line; the first problem is kept as `error`.
+struct LineReader {
+  const Json& j;
+  std::string error;
+
+  int64_t i64(const char* key, bool nullable) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (!nullable && error.empty()) error = str_cat("no \"", key, "\"");
+      return -1;
+    }
+    if (!it->is_number_integer()) {
+      if (error.empty()) error = str_cat("\"", key, "\" is not an integer");
+      return -1;
+    }
+    return it->get<int64_t>();
+  }
+  bool boolean(const char* key) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_boolean()) return it->get<bool>();
+    if (error.empty()) error = str_cat("\"", key, "\" is not true or false");
+    return false;
+  }
+  std::string text(const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+  }
+};
+
+std::string read_request(const Json& j, RequestRecord& r) {
+  LineReader in{j, ""};
+  r.id = in.i64("id", false);
+  r.level = static_cast<int>(in.i64("level", false));
+  r.worker = static_cast<int>(in.i64("worker", true));
+  r.warmup = in.boolean("warmup");
+  r.ok = in.boolean("ok");
+  r.scheduled_ns = in.i64("scheduled_ns", true);
+  r.sent_ns = in.i64("sent_ns", false);
+  r.first_token_ns = in.i64("first_token_ns", true);
+  r.end_ns = in.i64("end_ns", false);
+  r.prompt_tokens = in.i64("prompt_tokens", true);
+  r.completion_tokens = in.i64("completion_tokens", true);
+  r.count_source = in.text("count_source");
+  r.token_source = in.text("token_source");
+  r.error = in.text("error");
+  r.http_status = static_cast<int>(in.i64("http_status", true));
+  if (auto it = j.find("timings"); it != j.end()) r.timings = *it;
+  return in.error;
+}
+
+std::string read_event(const Json& j, int64_t& req, EventRecord& e) {
+  LineReader in{j, ""};
+  req = in.i64("req", false);
+  e.t_ns = in.i64("t_ns", false);
+  e.tokens = in.i64("tokens", true);
+  e.kind = in.text("kind");
+  return in.error;
+}
+
+}  // namespace
+
+Expected<RunData> read_run(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return not_found("cannot open '", path, "'");
+  RunData run;
+  std::map<int64_t, std::vector<EventRecord>> events;
+  std::string line;
+  for (int64_t n = 1; std::getline(f, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const Json j = Json::parse(line, nullptr, false);
+    std::string why;
+    const std::string type =
+        j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+    if (j.is_discarded() || !j.is_object()) {
+      why = "not a JSON object";
+    } else if (type == "header") {
+      run.header = j;
+    } else if (type == "event") {
+      int64_t req = 0;
+      EventRecord e;
+      why = read_event(j, req, e);
+      events[req].push_back(e);
+    } else if (type == "request") {
+      RequestRecord r;
+      why = read_request(j, r);
+      run.requests.push_back(std::move(r));
+    } else {
+      why = "no known \"type\" (header, event or request)";
+    }
+    if (!why.empty()) return corrupt(path, ":", n, ": ", why);
+  }
+  for (RequestRecord& r : run.requests) {
+    auto it = events.find(r.id);
+    if (it == events.end()) continue;
+    r.events = std::move(it->second);
+    std::stable_sort(r.events.begin(), r.events.end(),
+                     [](const EventRecord& a, const EventRecord& b) { return a.t_ns < b.t_ns; });
+  }
+  return run;
+}
+
+namespace {
+
+constexpr double kMs = 1e-6, kS = 1e-9;  // ns to ms, ns to s
+
+// ITL per token: the gap from the previous token-carrying event, split evenly over the k tokens of this one.
+// The first token-carrying event's tokens belong to TTFT and add no gap.
+void add_itl(const RequestRecord& r, std::vector<double>& itl) {
+  int64_t prev = -1;
+  for (const EventRecord& e : r.events) {
+    if (e.tokens <= 0) continue;
+    if (prev >= 0)
+      for (int64_t k = 0; k < e.tokens; ++k) itl.push_back((e.t_ns - prev) * kMs / e.tokens);
+    prev = e.t_ns;
+  }
+}
+
+void add_spec(const Json& t, LevelSummary& s) {
+  if (!t.is_object() || !t.contains("draft_n") || !t["draft_n"].is_number()) return;
+  ++s.spec_requests;
+  s.draft_n += t["draft_n"].get<int64_t>();
+  if (t.contains("draft_n_accepted") && t["draft_n_accepted"].is_number())
+    s.draft_accepted += t["draft_n_accepted"].get<int64_t>();
+  const int64_t rounds =
+      t.contains("draft_rounds") && t["draft_rounds"].is_number() ? t["draft_rounds"].get<int64_t>() : 0;
+  s.draft_rounds += rounds;
+  const auto pos = t.find("acceptance_per_position");
+  if (pos == t.end() || !pos->is_array()) return;
+  if (s.accepted_per_position.size() < pos->size()) s.accepted_per_position.resize(pos->size());
+  for (size_t i = 0; i < pos->size(); ++i)
+    if ((*pos)[i].is_number()) s.accepted_per_position[i] += (*pos)[i].get<double>() * rounds;
+}
+
+// The steady-state window: from the moment the last worker sent its first measured request to the moment
+// the first worker finished its last one, so every worker was busy throughout. Empty (more workers than
+// requests, or one very slow request): the whole duration, flagged.
+void set_window(const std::vector<const RequestRecord*>& reqs, LevelSummary& s, int64_t& ws, int64_t& we) {
+  std::map<int, std::pair<int64_t, int64_t>> per_worker;  // worker -> first send, last end
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  for (const RequestRecord* r : reqs) {
+    auto [it, fresh] = per_worker.try_emplace(r->worker, r->sent_ns, r->end_ns);
+    it->second.first = std::min(it->second.first, r->sent_ns);
+    it->second.second = std::max(it->second.second, r->end_ns);
+    first = std::min(first, r->sent_ns);
+    last = std::max(last, r->end_ns);
+  }
+  ws = 0;
+  we = std::numeric_limits<int64_t>::max();
+  for (const auto& [w, span] : per_worker) {
+    ws = std::max(ws, span.first);
+    we = std::min(we, span.second);
+  }
+  s.duration_s = (last - first) * kS;
+  s.window_steady = we > ws;
+  if (!s.window_steady) ws = first, we = last;
+  s.window_s = (we - ws) * kS;
+}
+
+void add_throughput(const std::vector<const RequestRecord*>& reqs, LevelSummary& s) {
+  int64_t ws = 0, we = 0;
+  set_window(reqs, s, ws, we);
+  if (we <= ws) return;
+  int64_t tokens = 0, done = 0;
+  for (const RequestRecord* r : reqs) {
+    if (!r->ok) continue;
+    for (const EventRecord& e : r->events)
+      if (e.tokens > 0 && e.t_ns >= ws && e.t_ns <= we) tokens += e.tokens;
+    done += r->end_ns >= ws && r->end_ns <= we ? 1 : 0;
+  }
+  s.output_throughput = static_cast<double>(tokens) / s.window_s;
+  s.request_throughput = static_cast<double>(done) / s.window_s;
+}
+
+LevelSummary summarize_level(int c, const std::vector<const RequestRecord*>& reqs) {
+  LevelSummary s;
+  s.concurrency = c;
+  std::vector<double> ttft, tpot, itl, e2el, lag;
+  for (const RequestRecord* r : reqs) {
+    if (r->scheduled_ns >= 0) lag.push_back((r->sent_ns - r->scheduled_ns) * kMs);
+    if (!r->ok) {
+      ++s.failed;
+      continue;
+    }
+    ++s.completed;
+    ++s.token_sources[r->token_source];
+    s.total_input_tokens += std::max<int64_t>(r->prompt_tokens, 0);
+    s.total_output_tokens += std::max<int64_t>(r->completion_tokens, 0);
+    e2el.push_back((r->end_ns - r->sent_ns) * kMs);
+    if (r->first_token_ns >= 0) ttft.push_back((r->first_token_ns - r->sent_ns) * kMs);
+    if (r->first_token_ns >= 0 && r->completion_tokens > 1)
+      tpot.push_back((r->end_ns - r->first_token_ns) * kMs / static_cast<double>(r->completion_tokens - 1));
+    add_itl(*r, itl);
+    add_spec(r->timings, s);
+  }
+  s.ttft_ms = summarize(ttft);
+  s.tpot_ms = summarize(tpot);
+  s.itl_ms = summarize(itl);
+  s.e2el_ms = summarize(e2el);
+  s.lag_ms = summarize(lag);
+  if (!reqs.empty()) add_throughput(reqs, s);
+  return s;
+}
+
+}  // namespace
+
+std::vector<LevelSummary> summarize_run(const RunData& run) {
+  std::vector<int> order;  // levels in the order they ran
+  std::map<int, std::vector<const RequestRecord*>> measured;
+  for (const RequestRecord& r : run.requests) {
+    if (std::find(order.begin(), order.end(), r.level) == order.end()) order.push_back(r.level);
+    if (!r.warmup) measured[r.level].push_back(&r);
+  }
+  std::vector<LevelSummary> out;
+  for (int c : order) out.push_back(summarize_level(c, measured[c]));
+  return out;
+}
+
+}  // namespace mtp::loadgen

@@ -1,0 +1,114 @@
+// The report's two forms: a markdown table for people, a JSON summary for programs (report.h).
+#include <cstdio>
+
+#include "loadgen/report.h"
+
+namespace mtp::loadgen {
+namespace {
+
+std::string fmt(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// "p50 / p99" of a distribution (p90 too with `with_p90`), "-" when it is empty.
+std::string cell(const Dist& d, int decimals, bool with_p90 = false, double scale = 1.0) {
+  if (d.n == 0) return "-";
+  std::string s = fmt(d.median * scale, decimals);
+  if (with_p90) s += " / " + fmt(d.p90 * scale, decimals);
+  return s + " / " + fmt(d.p99 * scale, decimals);
+}
+
+std::string acceptance_cell(const LevelSummary& s) {
+  if (s.spec_requests == 0 || s.draft_n == 0) return "-";
+  return fmt(100.0 * static_cast<double>(s.draft_accepted) / static_cast<double>(s.draft_n), 1) + "% of " +
+         std::to_string(s.draft_n);
+}
+
+void put_dist(Json& j, const char* name, const Dist& d) {
+  auto v = [&](double x) { return d.n > 0 ? Json(x) : Json(); };
+  j[str_cat("mean_", name, "_ms")] = v(d.mean);
+  j[str_cat("median_", name, "_ms")] = v(d.median);
+  j[str_cat("std_", name, "_ms")] = v(d.std);
+  j[str_cat("p90_", name, "_ms")] = v(d.p90);
+  j[str_cat("p99_", name, "_ms")] = v(d.p99);
+}
+
+void put_spec(Json& j, const LevelSummary& s) {
+  if (s.spec_requests == 0) return;
+  j["spec_decode_draft_tokens"] = s.draft_n;
+  j["spec_decode_accepted_tokens"] = s.draft_accepted;
+  j["spec_decode_num_drafts"] = s.draft_rounds;
+  // Percent, as vLLM states it.
+  j["spec_decode_acceptance_rate"] =
+      s.draft_n > 0 ? Json(100.0 * static_cast<double>(s.draft_accepted) / static_cast<double>(s.draft_n))
+                    : Json();
+  j["spec_decode_acceptance_length"] =
+      s.draft_rounds > 0
+          ? Json(1.0 + static_cast<double>(s.draft_accepted) / static_cast<double>(s.draft_rounds))
+          : Json();
+  Json per_pos = Json::array();
+  for (double a : s.accepted_per_position)
+    per_pos.push_back(s.draft_rounds > 0 ? a / static_cast<double>(s.draft_rounds) : 0.0);
+  j["spec_decode_per_position_acceptance_rates"] = per_pos;
+}
+
+Json level_json(const LevelSummary& s) {
+  Json j = {{"max_concurrency", s.concurrency},
+            {"completed", s.completed},
+            {"failed", s.failed},
+            {"duration", s.duration_s},
+            {"window_s", s.window_s},
+            {"window", s.window_steady ? "steady" : "full"},
+            {"total_input_tokens", s.total_input_tokens},
+            {"total_output_tokens", s.total_output_tokens},
+            {"request_throughput", s.request_throughput},
+            {"output_throughput", s.output_throughput}};
+  put_dist(j, "ttft", s.ttft_ms);
+  put_dist(j, "tpot", s.tpot_ms);
+  put_dist(j, "itl", s.itl_ms);
+  put_dist(j, "e2el", s.e2el_ms);
+  j["mean_dispatch_lag_ms"] = s.lag_ms.n > 0 ? Json(s.lag_ms.mean) : Json();
+  j["max_dispatch_lag_ms"] = s.lag_ms.n > 0 ? Json(s.lag_ms.max) : Json();
+  j["token_sources"] = s.token_sources;
+  put_spec(j, s);
+  return j;
+}
+
+}  // namespace
+
+std::string markdown_report(const std::vector<LevelSummary>& levels) {
+  std::string out =
+      "| c | ok | failed | TTFT ms p50 / p90 / p99 | TPOT ms p50 / p99 | ITL ms p50 / p99 | E2E s p50 / p99 "
+      "| output tok/s | req/s | dispatch lag ms mean / max | draft acceptance |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const LevelSummary& s : levels) {
+    const std::string lag = s.lag_ms.n == 0 ? "-" : fmt(s.lag_ms.mean, 2) + " / " + fmt(s.lag_ms.max, 2);
+    out +=
+        str_cat("| ", s.concurrency, " | ", s.completed, " | ", s.failed, " | ", cell(s.ttft_ms, 1, true),
+                " | ", cell(s.tpot_ms, 2), " | ", cell(s.itl_ms, 2), " | ", cell(s.e2el_ms, 2, false, 1e-3),
+                " | ", fmt(s.output_throughput, 1), s.window_steady ? "" : "*", " | ",
+                fmt(s.request_throughput, 3), " | ", lag, " | ", acceptance_cell(s), " |\n");
+  }
+  for (const LevelSummary& s : levels) {
+    if (!s.window_steady) {
+      out +=
+          "\n* no steady-state window (fewer measured requests than workers?): throughput over the whole "
+          "level\n";
+      break;
+    }
+  }
+  return out;
+}
+
+Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source) {
+  Json j = Json::object();
+  j["source"] = source;
+  j["header"] = run.header;
+  j["levels"] = Json::array();
+  for (const LevelSummary& s : levels) j["levels"].push_back(level_json(s));
+  return j;
+}
+
+}  // namespace mtp::loadgen

@@ -1,0 +1,122 @@
+// `mtp bench --url URL -o RUN.jsonl`: closed-loop load at each --concurrency level against any
+// OpenAI-compatible server, every SSE event timestamped into the raw run file, then the report of that file
+// on stdout (docs/bench.md). Failed requests are counted, not fatal; exit 1 when none succeeded.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "base/timer.h"
+#include "command.h"
+#include "loadgen/report.h"
+#include "loadgen/runner.h"
+
+namespace mtp::tools {
+namespace {
+
+using loadgen::RequestRecord;
+
+// One line on stderr: redrawn in place on a terminal, one line per finished level otherwise (logs).
+class BenchProgress {
+ public:
+  explicit BenchProgress(int per_level) : per_level_(per_level), tty_(isatty(STDERR_FILENO) == 1) {}
+  void done(const RequestRecord& r) {
+    if (r.level != level_) start_level(r.level);
+    ++n_;
+    failed_ += r.ok ? 0 : 1;
+    if (!r.ok && first_error_.empty()) first_error_ = r.error;
+    if (tty_) draw("\r");
+    if (n_ == per_level_ && !tty_) draw("");
+    if (n_ == per_level_ && tty_) std::fputc('\n', stderr);
+  }
+  int failed_total() const { return failed_total_ + failed_; }
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  void start_level(int c) {
+    level_ = c;
+    failed_total_ += failed_;
+    n_ = failed_ = 0;
+    timer_.reset();
+  }
+  void draw(const char* lead) {
+    std::fprintf(stderr, "%smtp bench: c=%d %d/%d requests, %d failed, %.1f s%s", lead, level_, n_,
+                 per_level_, failed_, timer_.seconds(), tty_ ? "  " : "\n");
+    std::fflush(stderr);
+  }
+
+  int per_level_;
+  bool tty_;
+  int level_ = -1, n_ = 0, failed_ = 0, failed_total_ = 0;
+  std::string first_error_;
+  Timer timer_;
+};
+
+void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
+  cmd->add_option("--url", o.client.url, "Server base URL, e.g. http://127.0.0.1:8080 (a /v1 suffix is fine)")
+      ->required();
+  cmd->add_option("--model", o.model, "Model name to send (default: the first of GET /v1/models)");
+  cmd->add_option("--concurrency", o.levels, "Concurrency levels, comma-separated (closed loop)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--requests", o.requests, "Measured requests per level")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Warm-up requests per level (distinct prompts, not measured)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length in words, about one token each")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", o.max_tokens, "max_tokens of each request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the synthetic prompts")->capture_default_str();
+  cmd->add_option("--temperature", o.temperature, "Sampling temperature to send (default: none sent)");
+  cmd->add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos so every request generates max_tokens");
+  cmd->add_option("--api-key", o.client.api_key, "Bearer token for the Authorization header");
+  cmd->add_option("--timeout", o.client.timeout_s, "Connect and read timeout in seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("-o,--output", out, "Raw run file to write (JSONL, one line per event and request)")
+      ->required();
+}
+
+int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
+  // A bad URL is a usage error, found before the run file is created.
+  if (auto url = loadgen::split_url(o.client.url); !url.ok()) return report_error("bench", url.status());
+  auto writer = loadgen::JsonlWriter::open(path);
+  if (!writer.ok()) return report_error("bench", writer.status());
+  BenchProgress progress(o.warmup + o.requests);
+  o.tool_version = MTP_VERSION;
+  const Status status = loadgen::run_bench(o, **writer, [&](const RequestRecord& r) { progress.done(r); });
+  if (!status.ok()) return report_error("bench", status);
+  auto run = loadgen::read_run(path);
+  if (!run.ok()) return report_error("bench", run.status());
+  std::fputs(loadgen::markdown_report(loadgen::summarize_run(*run)).c_str(), stdout);
+  const int total = static_cast<int>(o.levels.size()) * (o.warmup + o.requests);
+  if (progress.failed_total() == total) {
+    std::fprintf(stderr, "mtp bench: all %d requests failed; the first: %s\n", total,
+                 progress.first_error().c_str());
+    return kExitRuntimeError;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner register_bench(CLI::App& app) {
+  struct Args {
+    loadgen::BenchOptions options;
+    std::string output;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure an OpenAI-compatible server: closed-loop load per concurrency level, raw JSONL, report");
+  add_options(cmd, a->options, a->output);
+  return [a] { return run_bench_command(a->options, a->output); };
+}
+
+}  // namespace mtp::tools

@@ -1,0 +1,44 @@
+// `mtp report RUN.jsonl [--json OUT.json]`: the metrics of a run file written by `mtp bench`, computed from
+// the raw events alone (docs/bench.md, "Metrics"): a markdown table on stdout, a JSON summary with vLLM's
+// result keys on request.
+#include <cstdio>
+#include <memory>
+
+#include "base/atomic_file.h"
+#include "command.h"
+#include "loadgen/report.h"
+
+namespace mtp::tools {
+namespace {
+
+Status write_json(const std::string& path, const loadgen::Json& j) {
+  MTP_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
+  const std::string text = j.dump(2) + "\n";
+  MTP_RETURN_IF_ERROR(f.write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
+  return f.commit();
+}
+
+}  // namespace
+
+CommandRunner register_report(CLI::App& app) {
+  struct Args {
+    std::string run, json;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("report", "Compute the metrics of an `mtp bench` run file");
+  cmd->add_option("run", a->run, "Run file (JSONL) written by mtp bench")->required();
+  cmd->add_option("--json", a->json, "Also write a JSON summary (vLLM's bench serve result keys) here");
+  return [a] {
+    auto run = loadgen::read_run(a->run);
+    if (!run.ok()) return report_error("report", run.status());
+    const std::vector<loadgen::LevelSummary> levels = loadgen::summarize_run(*run);
+    std::fputs(loadgen::markdown_report(levels).c_str(), stdout);
+    if (!a->json.empty()) {
+      const Status s = write_json(a->json, loadgen::json_report(*run, levels, a->run));
+      if (!s.ok()) return report_error("report", s);
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace mtp::tools

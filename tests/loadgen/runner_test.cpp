@@ -1,0 +1,88 @@
+// The closed-loop runner against the fake server: the run file holds a header, every request with its
+// events, warm-up flagged; failures are records and the run still succeeds.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fake_server.h"
+#include "loadgen/report.h"
+#include "loadgen/runner.h"
+#include "run_fixture.h"
+
+namespace mtp::loadgen {
+namespace {
+
+using namespace mtp::testing;
+
+std::vector<ScriptedChunk> short_script() {
+  return {{5, delta_chunk("content", "ab")},
+          {5, delta_chunk("content", "cd")},
+          {0, finish_chunk(4, 3, {{"draft_n", 2}, {"draft_n_accepted", 1}})},
+          {0, "[DONE]"}};
+}
+
+TEST(Runner, WritesEveryRequestPerLevelWithWarmupFlagged) {
+  FakeServer server(short_script());
+  const std::string path = write_temp("runner_ok", "");
+  {
+    auto out = JsonlWriter::open(path);
+    ASSERT_TRUE(out.ok());
+    int done = 0;
+    ASSERT_TRUE(run_bench(bench_options(server.url(), {1, 2}, 3, 8, 4), **out, [&](const RequestRecord&) {
+                  ++done;
+                }).ok());
+    EXPECT_EQ(done, 8);
+  }
+  auto run = read_run(path);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(run->header["model"], "fake-model");  // from GET /v1/models
+  EXPECT_EQ(run->header["options"]["requests"], 3);
+  ASSERT_EQ(run->requests.size(), 8u);
+  std::set<int64_t> ids;
+  int warmups = 0;
+  for (const RequestRecord& r : run->requests) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.completion_tokens, 3);
+    EXPECT_EQ(r.events.size(), 3u);
+    EXPECT_LE(r.scheduled_ns, r.sent_ns);
+    EXPECT_LE(r.sent_ns, r.first_token_ns);
+    EXPECT_LT(r.worker, r.level);
+    ids.insert(r.id);
+    warmups += r.warmup ? 1 : 0;
+  }
+  EXPECT_EQ(ids.size(), 8u);
+  EXPECT_EQ(warmups, 2);
+  const std::vector<LevelSummary> levels = summarize_run(*run);
+  ASSERT_EQ(levels.size(), 2u);
+  EXPECT_EQ(levels[1].concurrency, 2);
+  EXPECT_EQ(levels[1].completed, 3);
+  EXPECT_EQ(levels[1].total_output_tokens, 9);
+  EXPECT_EQ(levels[1].draft_n, 6);
+  EXPECT_GT(levels[0].output_throughput, 0);
+  std::filesystem::remove(path);
+}
+
+TEST(Runner, FailuresAreCountedAndTheRunCompletes) {
+  FakeServer server({}, FakeMode::kStatus500);
+  const std::string path = write_temp("runner_500", "");
+  {
+    auto out = JsonlWriter::open(path);
+    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(run_bench(bench_options(server.url(), {1, 2}, 3, 8, 4), **out).ok());
+  }
+  auto run = read_run(path);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const std::vector<LevelSummary> levels = summarize_run(*run);
+  ASSERT_EQ(levels.size(), 2u);
+  EXPECT_EQ(levels[0].completed, 0);
+  EXPECT_EQ(levels[0].failed, 3);
+  EXPECT_EQ(levels[0].ttft_ms.n, 0u);
+  std::filesystem::remove(path);
+}
+
+TEST(Runner, UnwritableRunFileIsAnError) {
+  EXPECT_FALSE(JsonlWriter::open("/nonexistent-dir/run.jsonl").ok());
+}
+
+}  // namespace
+}  // namespace mtp::loadgen
