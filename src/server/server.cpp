@@ -417,6 +417,10 @@ Status Server::start() {
   s.http.set_keep_alive_timeout(5);
   s.http.set_read_timeout(10);
   s.http.set_write_timeout(10);
+  // Each SSE event is its own small write: without TCP_NODELAY, Nagle's algorithm holds every event after
+  // the first until the client acknowledges it (up to its delayed-ACK time, 40 ms on Linux), so a stream
+  // arrives in bursts and TTFT grows by that delay.
+  s.http.set_tcp_nodelay(true);
   s.routes();
   if (s.cfg.port == 0) {
     s.port = s.http.bind_to_any_port(s.cfg.host);
