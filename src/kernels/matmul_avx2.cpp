@@ -102,28 +102,19 @@ struct DecQ45_K {
   const uint8_t* qs;
   const uint8_t* qh;
   float d, dmin;
-  float sc[8];
-  __m256i mins16;
+  __m256 sc;       // the 8 sub-block scales
+  __m256i mins16;  // int16 m_j twice each, to pair with the 16 bsums
   T2 explicit DecQ45_K(const uint8_t* blk) {
     d = h2f(load_u16(blk));
     dmin = h2f(load_u16(blk + 2));
-    const uint8_t* s = blk + 4;
     qh = blk + 16;
     qs = kFive ? blk + 48 : blk + 16;
-    alignas(32) int16_t m16[16];
-    for (int j = 0; j < 8; ++j) {
-      int scj, mj;
-      if (j < 4) {
-        scj = s[j] & 63;
-        mj = s[j + 4] & 63;
-      } else {
-        scj = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        mj = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
-      sc[j] = static_cast<float>(scj);
-      m16[2 * j] = m16[2 * j + 1] = static_cast<int16_t>(mj);
-    }
-    mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m16));
+    alignas(16) uint8_t sm[16];
+    unpack_k4_scales(blk + 4, sm);
+    const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+    sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    const __m128i m = _mm_srli_si128(b, 8);
+    mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
   }
   T2 __m256i vals(int j) const {
     const __m256i t = loadu256(qs + 32 * (j >> 1));
@@ -134,7 +125,7 @@ struct DecQ45_K {
     }
     return v;
   }
-  T2 __m256 scales(int j) const { return _mm256_set1_ps(sc[j]); }
+  T2 __m256 scales(int j) const { return _mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(j)); }
 };
 
 struct DecQ6_K {

@@ -138,28 +138,19 @@ struct DecQ45_K {
   const uint8_t* qs;
   const uint8_t* qh;
   float d, dmin;
-  float sc[8];
+  __m512 sc;       // the 8 sub-block scales in lanes 0-7
   __m256i mins16;  // int16 m_j twice each, to pair with the 16 bsums
   T512 explicit DecQ45_K(const uint8_t* blk) {
     d = h2f(load_u16(blk));
     dmin = h2f(load_u16(blk + 2));
-    const uint8_t* s = blk + 4;
     qh = blk + 16;
     qs = kFive ? blk + 48 : blk + 16;
-    alignas(32) int16_t m16[16];
-    for (int j = 0; j < 8; ++j) {
-      int scj, mj;
-      if (j < 4) {
-        scj = s[j] & 63;
-        mj = s[j + 4] & 63;
-      } else {
-        scj = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        mj = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
-      sc[j] = static_cast<float>(scj);
-      m16[2 * j] = m16[2 * j + 1] = static_cast<int16_t>(mj);
-    }
-    mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m16));
+    alignas(16) uint8_t sm[16];
+    unpack_k4_scales(blk + 4, sm);
+    const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+    sc = _mm512_castps256_ps512(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)));
+    const __m128i m = _mm_srli_si128(b, 8);
+    mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
   }
   T512 __m512i vals(int k) const {
     const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
@@ -175,7 +166,11 @@ struct DecQ45_K {
     }
     return z;
   }
-  T512 __m512 scales(int k) const { return two_halves(sc[2 * k], sc[2 * k + 1]); }
+  T512 __m512 scales(int k) const {  // lanes 0-7: scale 2k, lanes 8-15: scale 2k+1
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                         _mm512_set1_epi32(2 * k));
+    return _mm512_permutexvar_ps(idx, sc);
+  }
 };
 
 struct DecQ6_K {

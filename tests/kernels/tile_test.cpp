@@ -52,6 +52,28 @@ std::vector<float> edge_rows(int64_t rows, int64_t n_in) {
   return x;
 }
 
+// The word-wise unpacking of Q4_K/Q5_K scales and mins the SIMD decoders use, against the format's definition
+// (ggml's get_scale_min_k4) on every value of each byte position.
+TEST(KScales, WordWiseUnpackMatchesTheDefinition) {
+  uint32_t state = 12345;
+  for (int trial = 0; trial < 4096; ++trial) {
+    uint8_t s[12];
+    for (uint8_t& b : s) {
+      state = state * 1664525u + 1013904223u;
+      b = static_cast<uint8_t>(state >> 24);
+    }
+    if (trial < 256) std::memset(s, trial, sizeof(s));  // every byte value in every position
+    uint8_t out[16];
+    kernels::detail::unpack_k4_scales(s, out);
+    for (int j = 0; j < 8; ++j) {
+      const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+      const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      ASSERT_EQ(out[j], sc) << "trial " << trial << ", scale " << j;
+      ASSERT_EQ(out[8 + j], m) << "trial " << trial << ", min " << j;
+    }
+  }
+}
+
 TEST(PreparedActivations, Q8KBytesMatchQuantLibrary) {
   const int64_t n_in = 768, rows = 10;
   const std::vector<float> x = edge_rows(rows, n_in);
