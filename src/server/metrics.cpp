@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/system_memory.h"
+
 namespace mtp::server {
 namespace {
 
@@ -141,6 +143,9 @@ std::string Metrics::render(const Gauges& g) const {
     w.sample("mtp_draft_accepted_at_position_total", "position=\"" + std::to_string(i + 1) + "\"",
              std::to_string(spec_.accepted_at[i]));
   w.metric("mtp_draft_seconds_total", "counter", "Time spent in MTP draft passes.", num(draft_seconds_));
+  // The whole process, the standard name: set beside the cache's gauges, what the server holds outside them.
+  w.metric("process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
+           std::to_string(resident_bytes()));
   w.metric("mtp_slots_total", "gauge", "Slots (-np).", std::to_string(g.slots_total));
   w.metric("mtp_slots_busy", "gauge", "Slots holding a request.", std::to_string(g.slots_busy));
   w.metric("mtp_queue_length", "gauge", "Requests waiting for a slot.", std::to_string(g.queue_length));

@@ -389,6 +389,27 @@ TEST(Memory, ErrorsAndBlockSharing) {
 
 // BatchRow::capture: the state after a row inside a chunk is the state a chunk ending there leaves, bit for
 // bit, and the batch can no longer be rolled back to that row.
+// A recurrent-state copy holds about its own bytes: small states are not rounded up to a huge page (which,
+// under transparent huge pages, made every 16 KB prefix-cache checkpoint of a small model 2 MiB resident),
+// large ones are, by at most half; bytes() says what the allocation holds.
+TEST(Memory, StateCopiesHoldAboutTheirOwnBytes) {
+  const GdnState small = GdnState::allocate(4000);
+  ASSERT_FALSE(small.empty());
+  EXPECT_EQ(small.bytes(), 16000u);  // 64-byte multiple
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  const GdnState odd = GdnState::allocate(1001);
+  EXPECT_EQ(odd.bytes(), 4032u);
+  const uint64_t huge = uint64_t{2} << 20;
+  const GdnState big = GdnState::allocate(static_cast<int64_t>(5 * huge / 8 + 1));  // 5 MiB + 4 bytes
+  ASSERT_FALSE(big.empty());
+  EXPECT_EQ(big.bytes(), 3 * huge);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % huge, 0u);
+  Model model = load(fixtures().tiny_mtp);
+  Memory mem = make_memory(model);
+  const GdnState state = mem.new_state();
+  EXPECT_LT(state.bytes(), state.floats() * sizeof(float) + 64);
+}
+
 TEST(Memory, CapturedStateEqualsTheStateOfAChunkEndingThere) {
   Model model = load(fixtures().tiny_mtp);
   ThreadPool pool(2);

@@ -69,7 +69,8 @@ class GdnState {
   float* data() { return p_.get(); }
   const float* data() const { return p_.get(); }
   int64_t floats() const { return n_; }
-  uint64_t bytes() const { return static_cast<uint64_t>(n_) * sizeof(float); }
+  // What the allocation holds (floats() rounded up to its alignment): what a cache of states accounts.
+  uint64_t bytes() const { return alloc_bytes_; }
   bool empty() const { return p_ == nullptr; }
 
  private:
@@ -78,6 +79,7 @@ class GdnState {
   };
   std::unique_ptr<float, FreeDeleter> p_;
   int64_t n_ = 0;
+  uint64_t alloc_bytes_ = 0;
 };
 
 class Memory {
