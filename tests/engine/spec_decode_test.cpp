@@ -2,6 +2,7 @@
 // of plain decoding behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -151,6 +152,42 @@ TEST(SpecParams, PMinNMinAndOverridesAreHonored) {
   const Generation many = generate(*engine, prompt, ro);
   EXPECT_EQ(many.tokens, base.tokens);
   EXPECT_LE(many.timings.spec.drafted_at.size(), 3u);
+}
+
+// An end token that arrives inside a draft (accepted or not) ends the request exactly where plain decoding
+// ends it: the same tokens before it, the same finish, nothing of the draft past it. The end token is a token
+// plain decoding emits at index j, for several j, so that it falls on every position of a round.
+TEST(SpecEdges, EndTokenInsideADraftStopsWherePlainDecodingStops) {
+  auto model = Model::load(structured_model(GgmlType::Q8_0));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(2);
+  RequestOptions ro;
+  ro.max_tokens = 64;
+  auto free_run = make_engine(*model, engine_options(false, 0), pool);
+  int64_t accepted = 0, cases = 0;
+  for (const auto& prompt : test_prompts(3, 21)) {
+    const Generation reference = generate(*free_run, prompt, ro);
+    ASSERT_EQ(reference.tokens.size(), 64u);
+    for (size_t j : {4u, 5u, 6u, 7u, 13u, 22u, 31u}) {
+      const int32_t end = reference.tokens[j];
+      EngineOptions plain_o = engine_options(false, 0), spec_o = engine_options(true, 3);
+      plain_o.end_tokens = spec_o.end_tokens = {end};
+      auto plain_engine = make_engine(*model, plain_o, pool);
+      auto spec_engine = make_engine(*model, spec_o, pool);
+      const Generation plain = generate(*plain_engine, prompt, ro), spec = generate(*spec_engine, prompt, ro);
+      // Plain decoding stops before the first occurrence of `end`.
+      const size_t first = static_cast<size_t>(
+          std::find(reference.tokens.begin(), reference.tokens.end(), end) - reference.tokens.begin());
+      EXPECT_EQ(plain.tokens,
+                std::vector<int32_t>(reference.tokens.begin(), reference.tokens.begin() + first));
+      EXPECT_EQ(plain.finish, FinishReason::kStop);
+      EXPECT_EQ(spec.tokens, plain.tokens) << "end token at " << j;
+      EXPECT_EQ(spec.finish, plain.finish) << "end token at " << j;
+      accepted += spec.timings.spec.accepted;
+      ++cases;
+    }
+  }
+  EXPECT_GT(accepted, cases);  // drafts were accepted: the end token met them
 }
 
 // Issue 10: drafting over a vocabulary subset changes acceptance and cost, never the output. Subsets small
