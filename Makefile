@@ -12,15 +12,24 @@ MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2 libcpp-httplib-dev
+# Only the tests need these: promtool (checks /metrics).
+TEST_PACKAGES := prometheus
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build build-asan build-fuzz run test unit-test asan-test fuzz chat-goldens bench format clean
+.PHONY: deps test-deps build build-asan build-fuzz run test unit-test asan-test fuzz chat-goldens bench format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+test-deps:
+	@missing=$$(for p in $(TEST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
 build: deps
@@ -43,12 +52,12 @@ run: build
 	./$(BUILD)/src/tools/mtp inspect $(MODEL)
 	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "The quick brown fox" -n 96 --spec mtp --draft-max 3
 
-unit-test: build
+unit-test: build test-deps
 	@./$(BUILD)/tests/kernels/kernels_test --gtest_filter=Isa.LevelsThisHostTests | grep '^kernel levels'
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
-asan-test: build-asan
+asan-test: build-asan test-deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
 

@@ -146,7 +146,7 @@ std::string Metrics::render(const Gauges& g) const {
   // The whole process, the standard name: set beside the cache's gauges, what the server holds outside them.
   w.metric("process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
            std::to_string(resident_bytes()));
-  w.metric("mtp_slots_total", "gauge", "Slots (-np).", std::to_string(g.slots_total));
+  w.metric("mtp_slots", "gauge", "Slots (-np).", std::to_string(g.slots_total));
   w.metric("mtp_slots_busy", "gauge", "Slots holding a request.", std::to_string(g.slots_busy));
   w.metric("mtp_queue_length", "gauge", "Requests waiting for a slot.", std::to_string(g.queue_length));
   w.metric("mtp_drafting_slots", "gauge", "Slots that drafted in the last engine step.",

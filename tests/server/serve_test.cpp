@@ -111,6 +111,26 @@ TEST(ServeTest, SeedCommandLineAndProps) {
   EXPECT_EQ(srv.wait(30), 0);
 }
 
+// /metrics passes Prometheus' own checker (names, types, suffixes, HELP and TYPE lines), after requests that
+// fill every family: drafting, the prefix cache, finished requests. `make test` installs promtool (Debian's
+// prometheus package).
+TEST(ServeTest, MetricsPassPromtool) {
+  ServerProcess srv(kModel + " --spec mtp --draft-max 2 --spec-policy auto -np 2");
+  for (int i = 0; i < 3; ++i) run_completion(srv.port(), completion_body(i, 24));
+  const std::string text = http_get(srv.port(), "/metrics").body;
+  ASSERT_NE(text.find("mtp_draft_head_tokens_total{head=\"full\"}"), std::string::npos) << text;
+  char path[] = "/tmp/mtp-metrics-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  const CommandResult r = run_command(std::string("promtool check metrics < ") + path + " 2>&1");
+  unlink(path);
+  ASSERT_NE(r.exit_code, 127) << "promtool not found: `make test` installs it (Debian package prometheus)";
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "") << r.output;
+}
+
 TEST(ServeTest, CompletionsAndChat) {
   ServerProcess srv(kModel + " -np 2");
   const int port = srv.port();

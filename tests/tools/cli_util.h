@@ -14,10 +14,8 @@ struct CommandResult {
   std::string output;  // stdout (stderr too when merged)
 };
 
-// Runs `mtp <args>` from the source tree root; `merge_stderr` appends 2>&1.
-inline CommandResult run_mtp(const std::string& args, bool merge_stderr = false) {
-  std::string cmd = std::string("cd '") + MTP_SOURCE_DIR + "' && '" + MTP_BINARY + "' " + args +
-                    (merge_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs a shell command line and captures its stdout (exit code 127: the shell did not find the program).
+inline CommandResult run_command(const std::string& cmd) {
   CommandResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -27,6 +25,12 @@ inline CommandResult run_mtp(const std::string& args, bool merge_stderr = false)
   int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `mtp <args>` from the source tree root; `merge_stderr` appends 2>&1.
+inline CommandResult run_mtp(const std::string& args, bool merge_stderr = false) {
+  return run_command(std::string("cd '") + MTP_SOURCE_DIR + "' && '" + MTP_BINARY + "' " + args +
+                     (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 }  // namespace mtp::testing
