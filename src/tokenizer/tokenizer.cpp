@@ -1,8 +1,12 @@
 #include "tokenizer/tokenizer.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 
 #include "base/check.h"
@@ -65,6 +69,22 @@ class PairMap {
   size_t mask_ = 0;
 };
 
+// NFC of `text` into `out`, and whether it differs. ASCII is its own NFC (the common case costs one scan);
+// text that is not well-formed UTF-8 is left as it is (the tokenizer takes any bytes; Hugging Face's, which
+// only ever sees well-formed text, has nothing to match there).
+bool nfc_differs(std::string_view text, std::string& out) {
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+    return false;
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                                          static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) return false;  // mapped is not allocated on error
+  out.assign(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+  std::free(mapped);
+  return out != text;
+}
+
 bool is_added_type(TokenType t) {
   return t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown;
 }
@@ -81,6 +101,7 @@ struct Tokenizer::Impl {
   // Added tokens that can be cut out of the text, grouped by first byte, longest first (then lowest id).
   std::array<std::vector<int32_t>, 256> added_by_first_byte;
   std::optional<PreTokenizer> pre;
+  bool nfc = false;  // the vocabulary's tokenizer normalizes text to NFC (Qwen's tokenizer.json declares it)
 
   Status build();
   void encode_segment(std::string_view text, std::vector<Span>& spans, std::vector<int32_t>* out) const;
@@ -92,6 +113,7 @@ Status Tokenizer::Impl::build() {
     return unsupported("tokenizer model '", vocab.model, "' is not supported (only gpt2)");
   MTP_ASSIGN_OR_RETURN(PreTokenizer p, PreTokenizer::create(vocab.pre));
   pre.emplace(std::move(p));
+  nfc = vocab.pre == "qwen2" || vocab.pre == "qwen35";
 
   const size_t n = vocab.tokens.size();
   if (n == 0) return corrupt("vocabulary has no tokens");
@@ -244,6 +266,8 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>* out) cons
 
 void Tokenizer::Impl::encode_segment(std::string_view text, std::vector<Span>& spans,
                                      std::vector<int32_t>* out) const {
+  std::string normalized;
+  if (nfc && nfc_differs(text, normalized)) text = normalized;
   spans.clear();
   pre->split(text, &spans);
   for (const Span& s : spans) bpe(text.substr(s.begin, s.size), out);

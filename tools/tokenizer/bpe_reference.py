@@ -7,6 +7,8 @@ documented behaviour and not from the C++ code, the pieces of HF's pipeline that
 tokenizer.json uses:
   - AddedVocabulary: added tokens are cut out of the text first, leftmost-longest (Aho-Corasick LeftmostLongest);
     control ("special") tokens only when parsing specials, user-defined ones always.
+  - normalizer NFC (Qwen's tokenizer.json; Python's unicodedata) on each segment between added tokens, for the
+    qwen2/qwen35 pre-tokenizers; a segment that is not valid UTF-8 is left as it is.
   - pre_tokenizer Split(pattern, behavior=Isolated): regex matches and the gaps between them are pieces. The
     pattern strings below are the tokenizer.json originals, run with the `regex` module (Debian python3-regex),
     whose \\s is Unicode White_Space and (?i) folds case like Oniguruma does.
@@ -27,6 +29,7 @@ import argparse
 import heapq
 import os
 import sys
+import unicodedata
 
 import regex
 
@@ -150,6 +153,7 @@ def train(corpus, n_merges, pre="qwen35", min_frequency=2):
 class Reference:
     def __init__(self, tokens, merges, control, user_defined, pre):
         self.pre = pre
+        self.tokens = list(tokens)
         self.vocab = {to_byte_level(t): i for i, t in enumerate(tokens)}
         self.n_normal = len(tokens)
         self.control = {t: self.n_normal + i for i, t in enumerate(control)}
@@ -158,6 +162,13 @@ class Reference:
         for rank, (a, b) in enumerate(merges):
             la, lb = to_byte_level(a), to_byte_level(b)
             self.ranks[(self.vocab[la], self.vocab[lb])] = (rank, self.vocab[la + lb])
+
+    def piece_bytes(self, i):
+        """The bytes id i decodes to."""
+        if i < self.n_normal:
+            return self.tokens[i]
+        added = {v: k for k, v in {**self.control, **self.user}.items()}
+        return added[i].encode()
 
     def bpe(self, word):
         syms = [self.vocab[B2U[b]] for b in word]
@@ -210,6 +221,11 @@ class Reference:
         return ids + self.encode_plain(data[seg:])
 
     def encode_plain(self, data):
+        if self.pre in ("qwen2", "qwen35"):
+            try:
+                data = unicodedata.normalize("NFC", data.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                pass
         return [t for piece in pre_tokenize(data, self.pre) for t in self.bpe(piece)]
 
 
@@ -297,7 +313,11 @@ def emit(path):
     lines += ["};", "", "inline const RefEncodeCase kRefEncodeCases[] = {"]
     for data, special in ENCODE_CASES:
         ids = ref.encode(data, special)
-        lines.append("    {%s, %s, {%s}}," % (c_string(data), "true" if special else "false", ", ".join(map(str, ids))))
+        decoded = b"".join(ref.piece_bytes(i) for i in ids)
+        lines.append(
+            "    {%s, %s, {%s}, %s},"
+            % (c_string(data), "true" if special else "false", ", ".join(map(str, ids)), c_string(decoded))
+        )
     lines += ["};", "", "inline const RefSplitCase kRefSplitCases[] = {"]
     for pre, data in SPLIT_CASES:
         pieces = pre_tokenize(data, pre)

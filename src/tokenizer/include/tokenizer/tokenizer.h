@@ -3,9 +3,11 @@
 //   2. each remaining segment is split by the pre-tokenizer regex that Vocab::pre names (PCRE2, UTF + UCP);
 //   3. each piece's bytes become GPT-2's byte-level alphabet and are merged by rank (HF's BPE::merge_all).
 // Text is bytes: invalid UTF-8 is accepted and round-trips (each maximal run of bytes that are not part of a
-// well-formed character is its own pre-token, BPE'd like any other). No normalizer is applied: HF's Qwen
-// tokenizer.json declares NFC, which llama.cpp ignores too, so only text that is not in NFC can differ from
-// HF. \p{L}/\p{N}/\p{M} follow the Unicode version of the PCRE2 in use (10.42: Unicode 14).
+// well-formed character is its own pre-token, BPE'd like any other). For the Qwen pre-tokenizers (qwen2,
+// qwen35), each segment between added tokens is first normalized to NFC (utf8proc), as HF's Qwen
+// tokenizer.json declares and llama.cpp skips: "e" + U+0301 tokenizes as the precomposed "é"; a segment that
+// is not well-formed UTF-8 is left as it is. \p{L}/\p{N}/\p{M} follow the Unicode version of the PCRE2 in
+// use (10.42: Unicode 14).
 #pragma once
 
 #include <cstdint>
