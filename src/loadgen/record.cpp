@@ -1,7 +1,9 @@
 #include "loadgen/record.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <ctime>
 
 namespace mtp::loadgen {
 namespace {
@@ -76,24 +78,36 @@ Json event_json(const RequestRecord& r, const EventRecord& e) {
 
 Json request_json(const RequestRecord& r) {
   auto opt = [](int64_t v) { return v >= 0 ? Json(v) : Json(); };
-  return Json{{"type", "request"},
-              {"id", r.id},
-              {"level", r.level},
-              {"worker", r.worker},
-              {"warmup", r.warmup},
-              {"scheduled_ns", opt(r.scheduled_ns)},
-              {"sent_ns", opt(r.sent_ns)},
-              {"first_token_ns", opt(r.first_token_ns)},
-              {"end_ns", opt(r.end_ns)},
-              {"prompt_tokens", opt(r.prompt_tokens)},
-              {"completion_tokens", opt(r.completion_tokens)},
-              {"count_source", r.count_source},
-              {"token_source", r.token_source},
-              {"ok", r.ok},
-              {"error", r.ok ? Json() : Json(r.error)},
-              {"http_status", r.http_status},
-              {"events", r.events.size()},
-              {"timings", r.timings}};
+  Json j{{"type", "request"},
+         {"id", r.id},
+         {"level", r.level},
+         {"worker", r.worker},
+         {"warmup", r.warmup},
+         {"scheduled_ns", opt(r.scheduled_ns)},
+         {"sent_ns", opt(r.sent_ns)},
+         {"first_token_ns", opt(r.first_token_ns)},
+         {"end_ns", opt(r.end_ns)},
+         {"prompt_tokens", opt(r.prompt_tokens)},
+         {"completion_tokens", opt(r.completion_tokens)},
+         {"count_source", r.count_source},
+         {"token_source", r.token_source},
+         {"ok", r.ok},
+         {"error", r.ok ? Json() : Json(r.error)},
+         {"http_status", r.http_status},
+         {"events", r.events.size()},
+         {"timings", r.timings}};
+  if (!r.stratum.empty()) j["stratum"] = r.stratum;
+  if (!r.trace_source.empty()) j["trace_source"] = r.trace_source;
+  return j;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 JsonlWriter::~JsonlWriter() {

@@ -54,6 +54,8 @@ std::string read_request(const Json& j, RequestRecord& r) {
   r.error = in.text("error");
   r.http_status = static_cast<int>(in.i64("http_status", true));
   if (auto it = j.find("timings"); it != j.end()) r.timings = *it;
+  r.stratum = in.text("stratum");  // replay runs only
+  r.trace_source = in.text("trace_source");
   return in.error;
 }
 
@@ -221,6 +223,40 @@ std::vector<LevelSummary> summarize_run(const RunData& run) {
   }
   std::vector<LevelSummary> out;
   for (int c : order) out.push_back(summarize_level(c, measured[c]));
+  return out;
+}
+
+namespace {
+
+// Orders stratum labels by the prompt length they start at: "<2048" < "2048-8192" < ">=32768" < "unknown".
+int64_t stratum_start(const std::string& label) {
+  if (label.starts_with("<")) return -1;
+  const size_t digits = label.find_first_of("0123456789");
+  return digits == std::string::npos ? std::numeric_limits<int64_t>::max() : std::stoll(label.substr(digits));
+}
+
+}  // namespace
+
+std::vector<LevelSummary> summarize_strata(const RunData& run) {
+  std::vector<int> order;
+  std::map<int, std::map<std::string, std::vector<const RequestRecord*>>> groups;
+  for (const RequestRecord& r : run.requests) {
+    if (r.stratum.empty() || r.warmup) continue;
+    if (std::find(order.begin(), order.end(), r.level) == order.end()) order.push_back(r.level);
+    groups[r.level][r.stratum].push_back(&r);
+  }
+  std::vector<LevelSummary> out;
+  for (int c : order) {
+    std::vector<std::string> labels;
+    for (const auto& [label, reqs] : groups[c]) labels.push_back(label);
+    std::stable_sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {
+      return stratum_start(a) < stratum_start(b);
+    });
+    for (const std::string& label : labels) {
+      out.push_back(summarize_level(c, groups[c][label]));
+      out.back().stratum = label;
+    }
+  }
   return out;
 }
 

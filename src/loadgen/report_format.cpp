@@ -1,4 +1,5 @@
 // The report's two forms: a markdown table for people, a JSON summary for programs (report.h).
+#include <algorithm>
 #include <cstdio>
 
 #include "loadgen/report.h"
@@ -73,18 +74,24 @@ Json level_json(const LevelSummary& s) {
   j["max_dispatch_lag_ms"] = s.lag_ms.n > 0 ? Json(s.lag_ms.max) : Json();
   j["token_sources"] = s.token_sources;
   put_spec(j, s);
+  if (!s.stratum.empty()) j["stratum"] = s.stratum;
   return j;
 }
 
 }  // namespace
 
 std::string markdown_report(const std::vector<LevelSummary>& levels) {
-  std::string out =
+  const bool strata =
+      std::any_of(levels.begin(), levels.end(), [](const LevelSummary& s) { return !s.stratum.empty(); });
+  std::string out = strata ? "| prompt tokens " : "";
+  out +=
       "| c | ok | failed | TTFT ms p50 / p90 / p99 | TPOT ms p50 / p99 | ITL ms p50 / p99 | E2E s p50 / p99 "
       "| output tok/s | req/s | dispatch lag ms mean / max | draft acceptance |\n"
       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  if (strata) out.insert(out.find('\n') + 1, "|---");
   for (const LevelSummary& s : levels) {
     const std::string lag = s.lag_ms.n == 0 ? "-" : fmt(s.lag_ms.mean, 2) + " / " + fmt(s.lag_ms.max, 2);
+    if (strata) out += "| " + s.stratum + " ";
     out +=
         str_cat("| ", s.concurrency, " | ", s.completed, " | ", s.failed, " | ", cell(s.ttft_ms, 1, true),
                 " | ", cell(s.tpot_ms, 2), " | ", cell(s.itl_ms, 2), " | ", cell(s.e2el_ms, 2, false, 1e-3),
@@ -102,12 +109,17 @@ std::string markdown_report(const std::vector<LevelSummary>& levels) {
   return out;
 }
 
-Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source) {
+Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source,
+                 const std::vector<LevelSummary>& strata) {
   Json j = Json::object();
   j["source"] = source;
   j["header"] = run.header;
   j["levels"] = Json::array();
   for (const LevelSummary& s : levels) j["levels"].push_back(level_json(s));
+  if (!strata.empty()) {
+    j["strata"] = Json::array();
+    for (const LevelSummary& s : strata) j["strata"].push_back(level_json(s));
+  }
   return j;
 }
 

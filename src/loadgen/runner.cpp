@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <mutex>
 #include <thread>
 
@@ -10,15 +9,6 @@
 
 namespace mtp::loadgen {
 namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // What the workers of one level share.
 struct Level {
@@ -101,8 +91,12 @@ Status run_bench(const BenchOptions& o, JsonlWriter& out, const RequestDone& on_
     Level lv(o, clock, out, on_done, c, next_id);
     const int total = o.warmup + o.requests;
     for (int i = 0; i < total; ++i) {
-      ChatRequest req{model, synthetic_prompt(o.seed, next_id + i, o.prompt_tokens), o.max_tokens,
-                      o.temperature, o.ignore_eos};
+      ChatRequest req;
+      req.model = model;
+      req.prompt = synthetic_prompt(o.seed, next_id + i, o.prompt_tokens);
+      req.max_tokens = o.max_tokens;
+      req.temperature = o.temperature;
+      req.ignore_eos = o.ignore_eos;
       lv.requests.push_back(std::move(req));
     }
     std::vector<std::thread> workers;

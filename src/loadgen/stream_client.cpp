@@ -49,7 +49,11 @@ void read_choice(const Json& chunk, EventRecord& e, bool& finished) {
   if (choices == nullptr || !choices->is_array() || choices->empty()) return;
   const Json& choice = (*choices)[0];
   if (member(choice, "finish_reason") != nullptr) finished = true;
+  // A completions stream carries its text in the choice itself.
+  const int64_t text = code_points(string_at(choice, "text"));
   const Json* delta = member(choice, "delta");
+  e.chars = text;
+  e.kind = text > 0 ? "content" : "empty";
   if (delta == nullptr) return;
   const int64_t content = code_points(string_at(*delta, "content"));
   const int64_t reasoning =
@@ -174,12 +178,20 @@ Expected<SplitUrl> split_url(const std::string& url) {
 Json chat_body(const ChatRequest& req) {
   Json body = Json::object();
   if (!req.model.empty()) body["model"] = req.model;
-  body["messages"] = Json::array({Json{{"role", "user"}, {"content", req.prompt}}});
+  if (req.completions) {
+    body["prompt"] = req.prompt;
+  } else {
+    body["messages"] = req.messages.is_array()
+                           ? req.messages
+                           : Json::array({Json{{"role", "user"}, {"content", req.prompt}}});
+  }
   body["max_tokens"] = req.max_tokens;
   body["stream"] = true;
   body["stream_options"] = Json{{"include_usage", true}};
   if (req.temperature) body["temperature"] = *req.temperature;
   if (req.ignore_eos) body["ignore_eos"] = true;
+  for (const auto& [key, value] : req.extra.items())
+    if (!body.contains(key)) body[key] = value;
   return body;
 }
 
@@ -213,7 +225,7 @@ void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRec
   Stream s(clock, r);
   httplib::Request hr;
   hr.method = "POST";
-  hr.path = impl_->prefix + "/v1/chat/completions";
+  hr.path = impl_->prefix + (req.completions ? "/v1/completions" : "/v1/chat/completions");
   hr.headers = impl_->headers;
   hr.headers.emplace("Content-Type", "application/json");
   hr.headers.emplace("Accept", "text/event-stream");

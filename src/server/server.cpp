@@ -68,7 +68,7 @@ struct Server::Impl {
   void routes();
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
   void stream(httplib::Response& res, std::shared_ptr<RequestChannel> ch, std::unique_ptr<GenerationParams> p,
-              int64_t n_prompt, std::optional<chat::OutputFormat> format);
+              int64_t n_prompt, std::optional<chat::OutputFormat> format, std::unique_ptr<TraceEntry> trace);
   // Renders a chat body's messages; the error is a 400 naming the problem.
   std::optional<ApiError> render_chat(const GenerationParams& p, std::string& prompt) const;
   std::vector<int32_t> tokenize_prompt(const std::string& text) const;
@@ -193,7 +193,12 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   auto submitted = loop.submit(std::move(job));
   if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e, cfg.loop.retry_after_s);
   std::shared_ptr<RequestChannel> ch = std::get<std::shared_ptr<RequestChannel>>(std::move(submitted));
-  if (p->stream) return stream(res, std::move(ch), std::move(p), n_prompt, std::move(format));
+  // Accepted: from here on the request is recorded, whatever becomes of it.
+  std::unique_ptr<TraceEntry> trace;
+  if (cfg.recorder)
+    trace = std::make_unique<TraceEntry>(cfg.recorder, cfg.recorder->begin(body, chat), n_prompt);
+  if (p->stream)
+    return stream(res, std::move(ch), std::move(p), n_prompt, std::move(format), std::move(trace));
 
   ResponseBuilder builder(*p, tok, model_id(), n_prompt, std::move(format));
   std::vector<Update> updates;
@@ -201,9 +206,13 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     updates.clear();
     ch->wait(updates, std::chrono::milliseconds(500));
     for (const Update& u : updates) {
-      if (u.error) return send_error(res, *u.error, cfg.loop.retry_after_s);
+      if (u.error) {
+        if (trace) trace->finish(builder.completion_tokens(), "error");
+        return send_error(res, *u.error, cfg.loop.retry_after_s);
+      }
       builder.add(u);
       if (!u.done) continue;
+      if (trace) trace->finish(builder.completion_tokens(), builder.finish_reason());
       for (const std::string& w : builder.warnings())
         std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
       return send_json(res, 200, builder.result());
@@ -213,14 +222,20 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
 
 void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel> ch,
                           std::unique_ptr<GenerationParams> p, int64_t n_prompt,
-                          std::optional<chat::OutputFormat> format) {
+                          std::optional<chat::OutputFormat> format, std::unique_ptr<TraceEntry> trace) {
   struct State {
     std::unique_ptr<GenerationParams> params;
     std::unique_ptr<ResponseBuilder> builder;
     std::shared_ptr<RequestChannel> ch;
+    std::unique_ptr<TraceEntry> trace;  // null when not recording; its destructor records a cancelled stream
+    void record(const char* reason) {
+      if (trace)
+        trace->finish(builder->completion_tokens(), reason != nullptr ? reason : builder->finish_reason());
+    }
   };
   auto st = std::make_shared<State>();
   st->params = std::move(p);
+  st->trace = std::move(trace);
   const bool chat = format.has_value();
   st->builder = std::make_unique<ResponseBuilder>(*st->params, tok, model_id(), n_prompt, std::move(format));
   st->ch = std::move(ch);
@@ -243,6 +258,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
           st->ch->wait(updates, std::chrono::milliseconds(500));
           for (const Update& u : updates) {
             if (u.error) {
+              st->record("error");
               if (!write(sse_event(u.error->to_json())) || !write(kSseDone)) return false;
               sink.done();
               return true;
@@ -250,6 +266,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
             for (const Json& c : st->builder->chunks(u))
               if (!write(sse_event(c))) return false;
             if (u.done) {
+              st->record(nullptr);
               for (const std::string& w : st->builder->warnings())
                 std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
               if (!write(kSseDone)) return false;

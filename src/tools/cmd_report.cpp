@@ -25,7 +25,8 @@ CommandRunner register_report(CLI::App& app) {
     std::string run, json;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("report", "Compute the metrics of an `mtp bench` run file");
+  CLI::App* cmd =
+      app.add_subcommand("report", "Compute the metrics of an `mtp bench` or `mtp replay` run file");
   cmd->add_option("run", a->run, "Run file (JSONL) written by mtp bench")->required();
   cmd->add_option("--json", a->json, "Also write a JSON summary (vLLM's bench serve result keys) here");
   return [a] {
@@ -33,8 +34,12 @@ CommandRunner register_report(CLI::App& app) {
     if (!run.ok()) return report_error("report", run.status());
     const std::vector<loadgen::LevelSummary> levels = loadgen::summarize_run(*run);
     std::fputs(loadgen::markdown_report(levels).c_str(), stdout);
+    // Replay runs with --strata: the same figures per prompt-length range.
+    const std::vector<loadgen::LevelSummary> strata = loadgen::summarize_strata(*run);
+    if (!strata.empty())
+      std::fputs(("\nPer depth stratum:\n\n" + loadgen::markdown_report(strata)).c_str(), stdout);
     if (!a->json.empty()) {
-      const Status s = write_json(a->json, loadgen::json_report(*run, levels, a->run));
+      const Status s = write_json(a->json, loadgen::json_report(*run, levels, a->run, strata));
       if (!s.ok()) return report_error("report", s);
     }
     return kExitOk;

@@ -74,6 +74,10 @@ struct ServeArgs {
   double shutdown_timeout = 10;
   bool log_requests = false;
   bool log_steps = false;
+  // --record FILE: append every accepted generation request to this trace (docs/bench.md); --record-redact
+  // keeps lengths and parameters only.
+  std::string record;
+  bool record_redact = false;
   // Accepted for compatibility; reported.
   std::vector<std::string> notices;
   std::string env_error;  // a malformed environment setting, refused like a bad flag
@@ -172,6 +176,7 @@ Status validate(ServeArgs& a) {
   } else {
     a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;  // explicit: no quarter-memory cap
   }
+  if (a.record_redact && a.record.empty()) return invalid_argument("--record-redact needs --record FILE");
   if (a.checkpoint_min_gap < 1)
     return invalid_argument("--cache-checkpoint-min-gap must be >= 1 token, got ", a.checkpoint_min_gap);
   if (a.checkpoint_every < 0)
@@ -295,6 +300,13 @@ int serve(ServeArgs& a) {
   auto fail = [](const Status& s) { return report_error("serve", s); };
   if (Status s = validate(a); !s.ok()) return fail(s);
   for (const std::string& n : a.notices) std::fprintf(stderr, "mtp serve: note: %s\n", n.c_str());
+  // Opened before the model loads, so a path that cannot be written fails at once.
+  std::shared_ptr<server::TraceRecorder> recorder;
+  if (!a.record.empty()) {
+    auto r = server::TraceRecorder::open(a.record, a.record_redact);
+    if (!r.ok()) return fail(r.status());
+    recorder = std::move(r).value();
+  }
 
   // Every thread created from here on inherits this mask, so the signals reach only sigwait below.
   sigset_t signals;
@@ -358,6 +370,7 @@ int serve(ServeArgs& a) {
   cfg.loop.log_cache = a.log_requests;
   cfg.shutdown_timeout_s = a.shutdown_timeout;
   cfg.log_requests = a.log_requests;
+  cfg.recorder = recorder;
   server::RequestDefaults& d = cfg.defaults;
   d.sampling.temperature = a.temp;
   d.sampling.top_k = a.top_k;
@@ -381,6 +394,9 @@ int serve(ServeArgs& a) {
 
   server::Server srv(cfg, backend, *tok, *tmpl);
   print_config(cfg.props, cfg.alias.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : cfg.alias);
+  if (recorder)
+    std::printf("  recording requests to %s%s\n", a.record.c_str(),
+                a.record_redact ? " (redacted: lengths only)" : "");
   if (Status s = srv.start(); !s.ok()) return fail(s);
   std::printf("mtp serve: listening on http://%s:%d\n", a.host.c_str(), srv.port());
   std::fflush(stdout);
@@ -532,6 +548,11 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
                "One line per response on stderr, and one per request on what the prefix cache reused");
   cmd.add_flag("--log-steps", a->log_steps,
                "One line per engine step on stderr: slots generating and drafting, rows, drafts, time");
+  cmd.add_option("--record", a->record,
+                 "Append every chat/completions request and its outcome to this trace file (JSONL, one line "
+                 "per request, read by mtp replay)");
+  cmd.add_flag("--record-redact", a->record_redact,
+               "With --record: keep only lengths and numeric parameters, no message, prompt or tool text");
   const std::string cpu = "ignored, the engine is CPU-only";
   accept_noop(&cmd, a, "--n-gpu-layers,--gpu-layers", cpu, true);
   accept_noop(&cmd, a, "--n-gpu-layers-draft,--spec-draft-ngl", cpu, true);

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   add(register_draft_vocab);
   add(register_bench);
   add(register_report);
+  add(register_replay);
 
   // git-style: `mtp help [CMD]` prints the help; a first word that is no command is named, with the list.
   auto find = [&](const std::string& name) -> CLI::App* {

@@ -29,7 +29,11 @@ RequestRecord run_once(const std::string& url, double timeout_s = 30) {
   EXPECT_TRUE(client.ok()) << client.status().message();
   RunClock clock;
   RequestRecord r;
-  (*client)->run(ChatRequest{"m", "hello there", 16, std::nullopt, false}, clock, r);
+  ChatRequest req;
+  req.model = "m";
+  req.prompt = "hello there";
+  req.max_tokens = 16;
+  (*client)->run(req, clock, r);
   return r;
 }
 

@@ -48,6 +48,8 @@ class FakeServer {
       {
         std::lock_guard<std::mutex> lock(mu_);
         last_body_ = req.body;
+        bodies_.push_back(req.body);
+        received_.push_back(std::chrono::steady_clock::now());
       }
       if (mode_ == FakeMode::kStatus500) {
         res.status = 500;
@@ -83,6 +85,15 @@ class FakeServer {
     std::lock_guard<std::mutex> lock(mu_);
     return last_body_;
   }
+  // Every chat request body received, in arrival order, and when each arrived.
+  std::vector<std::string> bodies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bodies_;
+  }
+  std::vector<std::chrono::steady_clock::time_point> received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_;
+  }
 
  private:
   std::vector<ScriptedChunk> script_;
@@ -92,6 +103,8 @@ class FakeServer {
   int port_ = 0;
   std::mutex mu_;
   std::string last_body_;
+  std::vector<std::string> bodies_;
+  std::vector<std::chrono::steady_clock::time_point> received_;
 };
 
 }  // namespace mtp::testing

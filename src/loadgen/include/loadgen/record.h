@@ -56,6 +56,10 @@ struct RequestRecord {
   std::string count_source = "none";  // where completion_tokens came from: usage, timings (predicted_n), none
   std::string token_source = "none";  // how events[].tokens were found: timings, chars or none
   Json timings;                       // the server's final timings object, null if it sent none
+  // Replay only (written when set): the depth stratum of its prompt tokens ("<2048", "2048-8192", ...) and
+  // the trace line it came from.
+  std::string stratum;
+  std::string trace_source;
   std::vector<EventRecord> events;
 };
 
@@ -64,6 +68,9 @@ struct RequestRecord {
 // spread over the text events by characters ("chars"), each text event at least one token while there are
 // enough; "none" when the total is unknown.
 void split_tokens(RequestRecord& r);
+
+// The current UTC time as "YYYY-MM-DDTHH:MM:SSZ", for run headers.
+std::string utc_now();
 
 Json event_json(const RequestRecord& r, const EventRecord& e);
 Json request_json(const RequestRecord& r);

@@ -24,6 +24,7 @@ Expected<RunData> read_run(const std::string& path);
 // The figures of one concurrency level, over its measured (not warm-up) requests.
 struct LevelSummary {
   int concurrency = 0;
+  std::string stratum;  // set in per-stratum summaries (replay runs): the prompt-token range
   int completed = 0, failed = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0;
   double duration_s = 0;      // first measured send to last measured end
@@ -39,10 +40,15 @@ struct LevelSummary {
 };
 
 std::vector<LevelSummary> summarize_run(const RunData& run);
+// One summary per (level, depth stratum) of a run whose requests carry strata (`mtp replay --strata`), in
+// level order, then by prompt length; empty for other runs.
+std::vector<LevelSummary> summarize_strata(const RunData& run);
 
-// A markdown table, one row per level.
+// A markdown table, one row per level (with a first "prompt tokens" column for per-stratum summaries).
 std::string markdown_report(const std::vector<LevelSummary>& levels);
-// The JSON summary: {"source", "header", "levels": [...]} with vLLM's result keys per level.
-Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source);
+// The JSON summary: {"source", "header", "levels": [...]} with vLLM's result keys per level, and "strata":
+// [...] (each also with "stratum") when `strata` is not empty.
+Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source,
+                 const std::vector<LevelSummary>& strata = {});
 
 }  // namespace mtp::loadgen

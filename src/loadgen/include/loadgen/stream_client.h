@@ -24,9 +24,16 @@ struct ChatRequest {
   int max_tokens = 128;
   std::optional<double> temperature;
   bool ignore_eos = false;
+  // Replay (loadgen/replay.h): the recorded messages instead of one user message with `prompt` (null: none),
+  // body fields sent as recorded (tools, sampling parameters, cache_salt), and the completions endpoint
+  // (POST /v1/completions with `prompt`).
+  Json messages;
+  Json extra = Json::object();
+  bool completions = false;
 };
 
-// The JSON body sent for `req`: stream with usage, one user message.
+// The JSON body sent for `req`: stream with usage, one user message (or `messages`, or a completions
+// prompt), then `extra`'s fields where the body has none of its own.
 Json chat_body(const ChatRequest& req);
 
 class StreamClient {

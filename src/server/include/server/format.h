@@ -48,6 +48,8 @@ class ResponseBuilder {
 
   // "stop", "length" or "tool_calls" (chat replies that produced tool calls).
   std::string finish_reason() const;
+  // Tokens generated so far.
+  int64_t completion_tokens() const { return n_generated_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:

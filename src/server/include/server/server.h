@@ -20,6 +20,7 @@
 #include "server/backend.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
+#include "server/recorder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::server {
@@ -37,6 +38,7 @@ struct ServerConfig {
   double shutdown_timeout_s = 10;  // in-flight requests get this long to finish, then they are cancelled
   Json props = Json::object();     // the effective configuration, served by GET /props
   bool log_requests = false;       // one stderr line per response
+  std::shared_ptr<TraceRecorder> recorder;  // --record: every accepted generation request; null: off
 };
 
 class Server {
