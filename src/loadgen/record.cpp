@@ -110,6 +110,14 @@ std::string utc_now() {
   return buf;
 }
 
+Json run_header(const std::string& tool, const std::string& version, const std::string& url,
+                const std::string& model, const Json& options) {
+  return Json{{"type", "header"},       {"tool", tool},
+              {"version", version},     {"url", url},
+              {"model", model},         {"options", options},
+              {"start_utc", utc_now()}, {"clock", "ns since the run started, steady clock"}};
+}
+
 JsonlWriter::~JsonlWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }

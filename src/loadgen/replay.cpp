@@ -192,14 +192,7 @@ Json replay_header(const ReplayOptions& o, const std::vector<TraceRequest>& reqs
                      {"cache", o.defeat_cache ? "defeat" : "reuse"},
                      {"seed", o.seed},
                      {"timeout_s", o.client.timeout_s}};
-  return Json{{"type", "header"},
-              {"tool", "mtp replay"},
-              {"version", o.tool_version},
-              {"url", o.client.url},
-              {"model", model},
-              {"options", opts},
-              {"start_utc", utc_now()},
-              {"clock", "ns since the run started, steady clock"}};
+  return run_header("mtp replay", o.tool_version, o.client.url, model, opts);
 }
 
 Status run_replay(const ReplayOptions& o, const std::vector<TraceRequest>& reqs, JsonlWriter& out,

@@ -1,6 +1,7 @@
 #include "loadgen/report.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 
@@ -232,7 +233,9 @@ namespace {
 int64_t stratum_start(const std::string& label) {
   if (label.starts_with("<")) return -1;
   const size_t digits = label.find_first_of("0123456789");
-  return digits == std::string::npos ? std::numeric_limits<int64_t>::max() : std::stoll(label.substr(digits));
+  // strtoll, not stoll: a label edited by hand must not throw (an out-of-range number saturates).
+  return digits == std::string::npos ? std::numeric_limits<int64_t>::max()
+                                     : std::strtoll(label.c_str() + digits, nullptr, 10);
 }
 
 }  // namespace

@@ -70,14 +70,7 @@ Json header_json(const BenchOptions& o, const std::string& model) {
                      {"temperature", o.temperature ? Json(*o.temperature) : Json()},
                      {"ignore_eos", o.ignore_eos},
                      {"load", "closed-loop"}};
-  return Json{{"type", "header"},
-              {"tool", "mtp bench"},
-              {"version", o.tool_version},
-              {"url", o.client.url},
-              {"model", model},
-              {"options", opts},
-              {"start_utc", utc_now()},
-              {"clock", "ns since the run started, steady clock"}};
+  return run_header("mtp bench", o.tool_version, o.client.url, model, opts);
 }
 
 Status run_bench(const BenchOptions& o, JsonlWriter& out, const RequestDone& on_done) {

@@ -38,10 +38,21 @@ int64_t estimate_tokens(const std::string& text) {
   return std::max<int64_t>(1, (n + 3) / 4);
 }
 
+// A string or boolean field, or `fallback` when absent or of another type (Json::value would throw).
+std::string string_or(const Json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+bool bool_or(const Json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
 // The request fields of one line of our trace; "" or why it cannot be replayed.
 std::string read_mtp_line(const Json& j, TraceRequest& r) {
-  if (!j.is_object() || j.value("type", "") != "trace") return "not a trace line (no \"type\": \"trace\")";
-  const std::string endpoint = j.value("endpoint", "");
+  if (!j.is_object() || string_or(j, "type", "") != "trace")
+    return "not a trace line (no \"type\": \"trace\")";
+  const std::string endpoint = string_or(j, "endpoint", "");
   if (endpoint.ends_with("/chat/completions")) {
     r.completions = false;
   } else if (endpoint.ends_with("/completions")) {
@@ -54,7 +65,7 @@ std::string read_mtp_line(const Json& j, TraceRequest& r) {
   if (auto it = j.find("prompt_tokens"); it != j.end() && !it->is_null()) {
     if (std::string why = int_field(j, "prompt_tokens", 1, r.prompt_tokens); !why.empty()) return why;
   }
-  const bool redacted = j.value("redacted", false);
+  const bool redacted = bool_or(j, "redacted", false);
   const Json prompt = j.value("prompt", Json());
   if (redacted || (r.completions && !prompt.is_string())) {
     // No text (redacted, or a prompt of token ids): made up at the recorded length.

@@ -47,7 +47,10 @@ int64_t content_chars(const Json& content) {
 Json message_lengths(const Json& messages) {
   Json out = Json::array();
   for (const Json& m : messages) {
-    Json e = {{"role", m.value("role", "")}, {"chars", content_chars(m.value("content", Json()))}};
+    if (!m.is_object()) continue;  // the server validated the messages; this only guards value() below
+    const Json role = m.value("role", Json());
+    Json e = {{"role", role.is_string() ? role : Json("")},
+              {"chars", content_chars(m.value("content", Json()))}};
     if (m.contains("tool_calls") && m["tool_calls"].is_array()) e["tool_calls"] = m["tool_calls"].size();
     out.push_back(std::move(e));
   }
@@ -121,7 +124,8 @@ Json TraceRecorder::begin(const Json& body, bool chat) const {
   for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"})
     if (max_tokens.is_null() && body.contains(key) && body[key].is_number_integer()) max_tokens = body[key];
   line["max_tokens"] = max_tokens;
-  line["stream"] = body.value("stream", false);
+  const Json stream = body.value("stream", Json());
+  line["stream"] = stream.is_boolean() && stream.get<bool>();
   return line;
 }
 

@@ -130,6 +130,8 @@ TEST(TraceFormats, MalformedLinesNameFileAndLine) {
       {"mtp", "jsonl",
        good_trace + "\n" + R"({"type":"trace","endpoint":"/v1/chat/completions","redacted":true})",
        ":2: a line without text needs \"prompt_tokens\""},
+      {"mtp", "jsonl", good_trace + "\n" + R"({"type":"trace","endpoint":5,"redacted":"yes"})",
+       ":2: \"endpoint\" '' is not"},
       {"sharegpt", "json", "[\n{\"conversations\": [}\n]", ":2: not JSON"},
       {"sharegpt", "json", "[\n{\"conversations\": [{\"from\": \"robot\", \"value\": \"x\"}]}]",
        ": entry 1: turn 1: unknown speaker 'robot'"},

@@ -71,6 +71,10 @@ void split_tokens(RequestRecord& r);
 
 // The current UTC time as "YYYY-MM-DDTHH:MM:SSZ", for run headers.
 std::string utc_now();
+// A run file's first line: {"type": "header", "tool", "version", "url", "model", "options", "start_utc",
+// "clock"}, the start time now.
+Json run_header(const std::string& tool, const std::string& version, const std::string& url,
+                const std::string& model, const Json& options);
 
 Json event_json(const RequestRecord& r, const EventRecord& e);
 Json request_json(const RequestRecord& r);
