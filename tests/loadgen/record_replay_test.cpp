@@ -5,8 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "cli_util.h"
+#include "loadgen/replay.h"
 #include "loadgen/report.h"
 #include "run_fixture.h"
 #include "server_process.h"
@@ -111,6 +113,41 @@ TEST(ServeRecord, RedactedTraceKeepsLengthsOnlyAndStillReplays) {
   EXPECT_EQ(lines[1]["prompt_chars"], 22);
   EXPECT_GT(lines[1]["prompt_tokens"].get<int>(), 0);
   replay_ok(trace, srv.port());
+  std::filesystem::remove(trace);
+}
+
+// Lines written by concurrent HTTP threads never interleave: 8 requests at concurrency 4 on 2 slots give 8
+// whole lines, one per request.
+TEST(ServeRecord, ConcurrentRequestsGiveWholeLines) {
+  const std::string trace = write_temp("serve_record_conc", "");
+  std::filesystem::remove(trace);
+  ServerProcess srv("-m models/example.gguf -np 2 --record " + trace);
+  ReplayOptions o;
+  o.client.url = "http://127.0.0.1:" + std::to_string(srv.port());
+  o.client.timeout_s = 120;
+  o.concurrency = 4;
+  o.max_tokens_cap = 3;
+  std::vector<TraceRequest> reqs(8);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].synthetic = true;
+    reqs[i].prompt_tokens = 20 + static_cast<int64_t>(i);
+  }
+  const std::string run = trace + ".run.jsonl";
+  {
+    auto out = JsonlWriter::open(run);
+    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(run_replay(o, reqs, **out).ok());
+  }
+  const std::vector<Json> lines = read_lines(trace);  // throws, failing the test, on a torn line
+  ASSERT_EQ(lines.size(), 8u);
+  std::set<std::string> prompts;
+  for (const Json& l : lines) {
+    EXPECT_EQ(l["max_tokens"], 3);
+    EXPECT_TRUE(l["finish_reason"] == "stop" || l["finish_reason"] == "length") << l.dump();
+    prompts.insert(l["messages"][0]["content"].get<std::string>());
+  }
+  EXPECT_EQ(prompts.size(), 8u);
+  std::filesystem::remove(run);
   std::filesystem::remove(trace);
 }
 
