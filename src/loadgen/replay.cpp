@@ -15,6 +15,7 @@ namespace {
 constexpr int64_t kHashBlock = 512;  // Mooncake's tokens per hash id
 // Hash-block prompts come from their own generator stream, apart from the per-request ones.
 constexpr uint64_t kBlockSeedSalt = 0x6D6F6F6E63616B65ull;
+constexpr uint64_t kMessageSeedSalt = 0x6D65737361676573ull;  // and so do redacted lines' messages
 
 // `words` synthetic words: for Mooncake, one 512-word block per hash id (equal ids, equal text), the last
 // cut to fit, and request-unique words after the blocks when the ids do not cover the length.
@@ -30,6 +31,25 @@ std::string synthetic_text(const ReplayOptions& o, const TraceRequest& t, int64_
   }
   if (have < words)
     out += (out.empty() ? "" : " ") + synthetic_prompt(o.seed, index, static_cast<int>(words - have));
+  return out;
+}
+
+// Synthetic messages of a redacted line's roles, the prompt's words shared by characters (each at least
+// one). Roles other than system, user and assistant become user: a made-up tool result has no call to answer.
+Json synthetic_messages(const ReplayOptions& o, const TraceRequest& t, int64_t index) {
+  int64_t chars = 0;
+  for (const auto& [role, n] : t.shape) chars += std::max<int64_t>(n, 0);
+  const int64_t words = std::max<int64_t>(1, t.prompt_tokens), k = static_cast<int64_t>(t.shape.size());
+  Json out = Json::array();
+  for (int64_t i = 0; i < k; ++i) {
+    const auto& [role, n] = t.shape[static_cast<size_t>(i)];
+    const int64_t w = chars > 0 ? words * std::max<int64_t>(n, 0) / chars : words / k;
+    const bool known = role == "system" || role == "user" || role == "assistant";
+    // Message i of request `index` gets its own generator stream.
+    const std::string text = synthetic_prompt(o.seed ^ kMessageSeedSalt, index * 1024 + i,
+                                              static_cast<int>(std::max<int64_t>(1, w)));
+    out.push_back(Json{{"role", known ? role : "user"}, {"content", text}});
+  }
   return out;
 }
 
@@ -155,7 +175,9 @@ ChatRequest replay_request(const ReplayOptions& o, const TraceRequest& t, int64_
   // The body's own fields are set here, whatever the trace's parameters say.
   for (const char* key : {"model", "stream", "stream_options", "max_completion_tokens", "n_predict"})
     req.extra.erase(key);
-  if (t.synthetic) {
+  if (t.synthetic && !t.shape.empty()) {
+    req.messages = synthetic_messages(o, t, index);
+  } else if (t.synthetic) {
     req.prompt = synthetic_text(o, t, index);
   } else if (t.completions) {
     req.prompt = t.prompt;

@@ -48,6 +48,11 @@ bool bool_or(const Json& j, const char* key, bool fallback) {
   return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
+int64_t int_or(const Json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
 // The request fields of one line of our trace; "" or why it cannot be replayed.
 std::string read_mtp_line(const Json& j, TraceRequest& r) {
   if (!j.is_object() || string_or(j, "type", "") != "trace")
@@ -71,6 +76,9 @@ std::string read_mtp_line(const Json& j, TraceRequest& r) {
     // No text (redacted, or a prompt of token ids): made up at the recorded length.
     if (r.prompt_tokens < 1) return "a line without text needs \"prompt_tokens\"";
     r.synthetic = true;
+    if (auto m = j.find("message_lengths"); !r.completions && m != j.end() && m->is_array())
+      for (const Json& e : *m)
+        if (e.is_object()) r.shape.emplace_back(string_or(e, "role", "user"), int_or(e, "chars", 0));
   } else if (r.completions) {
     r.prompt = prompt.get<std::string>();
   } else {

@@ -169,6 +169,24 @@ TEST(Replay, SyntheticPromptsHaveTheRecordedLengthAndShareMooncakeBlocks) {
   EXPECT_EQ(replay_request(o, a, 0, "", "n").max_tokens, 100);  // unknown output: the cap
 }
 
+TEST(Replay, RedactedLinesKeepTheirRolesAndShareTheLengthByCharacters) {
+  ReplayOptions o = options("http://127.0.0.1:1");
+  TraceRequest t;
+  t.synthetic = true;
+  t.prompt_tokens = 40;
+  t.shape = {{"system", 10}, {"tool", 10}, {"user", 20}};
+  const ChatRequest req = replay_request(o, t, 3, "", "n");
+  ASSERT_EQ(req.messages.size(), 3u);
+  const std::vector<std::pair<std::string, size_t>> want = {{"system", 10}, {"user", 10}, {"user", 20}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(req.messages[i]["role"], want[i].first);  // a made-up tool result is sent as a user message
+    std::istringstream in(req.messages[i]["content"].get<std::string>());
+    size_t words = 0;
+    for (std::string w; in >> w;) ++words;
+    EXPECT_EQ(words, want[i].second) << i;
+  }
+}
+
 TEST(Replay, StrataLabelsAndPerStratumReport) {
   const std::vector<int64_t> b = {2048, 8192, 32768};
   EXPECT_EQ(stratum_label(b, 0), "<2048");

@@ -60,6 +60,7 @@ TEST(TraceFormats, OurTraceInArrivalOrderWithTextParametersAndLengths) {
   EXPECT_TRUE(t[2].synthetic);
   EXPECT_TRUE(t[2].messages.is_null());
   EXPECT_EQ(t[2].prompt_tokens, 900);
+  EXPECT_EQ(t[2].shape, (std::vector<std::pair<std::string, int64_t>>{{"user", 40}}));
   EXPECT_EQ(t[2].output_tokens, -1);
   EXPECT_EQ(t[2].session, "s1");
 }

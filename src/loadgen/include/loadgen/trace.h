@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -26,6 +27,9 @@ struct TraceRequest {
   int64_t prompt_tokens = -1;   // -1: unknown
   int64_t output_tokens = -1;   // the recorded output length; -1: unknown (the cap is sent)
   std::vector<int64_t> hash_ids;  // Mooncake: 512-token blocks; equal ids are equal prompt prefixes
+  // A redacted chat line's messages as (role, characters): synthetic messages of the same roles share the
+  // prompt length in proportion to the characters. Empty: one user message.
+  std::vector<std::pair<std::string, int64_t>> shape;
 };
 
 // The names --format takes besides "auto".
