@@ -227,11 +227,14 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
     std::unique_ptr<GenerationParams> params;
     std::unique_ptr<ResponseBuilder> builder;
     std::shared_ptr<RequestChannel> ch;
-    std::unique_ptr<TraceEntry> trace;  // null when not recording; its destructor records a cancelled stream
+    std::unique_ptr<TraceEntry> trace;  // null when not recording
     void record(const char* reason) {
       if (trace)
         trace->finish(builder->completion_tokens(), reason != nullptr ? reason : builder->finish_reason());
     }
+    // A stream that ends otherwise (the client went away, the server stopped) is recorded as cancelled, with
+    // the tokens generated until then; finish() is once only.
+    ~State() { record("cancelled"); }
   };
   auto st = std::make_shared<State>();
   st->params = std::move(p);
