@@ -476,7 +476,7 @@ const spec::DraftPolicy& Engine::policy() const {
   return impl_->policy;
 }
 int64_t Engine::draft_vocab_size() const {
-  return impl_->draft_vocab ? impl_->draft_vocab->size() : 0;
+  return impl_->draft_vocab ? impl_->opt.draft_vocab : 0;
 }
 int32_t Engine::max_draft() const {
   return impl_->max_draft;

@@ -245,7 +245,7 @@ TEST(SpecDraftVocab, AutoChoosesBetweenHeadsOutputUnchanged) {
   eo.draft_vocab = 64;
   auto engine = make_engine(*model, eo, pool);
   EXPECT_TRUE(engine->policy().options().choose_head);
-  EXPECT_GE(engine->draft_vocab_size(), 64);  // and the control tokens chat needs
+  EXPECT_EQ(engine->draft_vocab_size(), 64);
   for (const auto& p : prompts)
     EXPECT_EQ(generate(*engine, p, ro).tokens, generate(*plain_engine, p, ro).tokens);
   const EngineTotals& t = engine->totals();

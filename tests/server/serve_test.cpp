@@ -337,6 +337,24 @@ TEST(ServeTest, PerRequestSpeculative) {
   EXPECT_GT(f.get()["timings"]["draft_n"].get<int64_t>(), 0);
 }
 
+// Both draft heads under the auto policy: /props and the banner say so, and a request may name the server's
+// subset size (the control tokens it adds do not change the size a request names) or the full head.
+TEST(ServeTest, DraftHeadsUnderAuto) {
+  ServerProcess srv(kModel + " --spec mtp --draft-max 3 --spec-policy auto --draft-vocab 64");
+  EXPECT_NE(srv.banner().find("draft head auto (subset of 64 ids;"), std::string::npos) << srv.banner();
+  const Json props = Json::parse(http_get(srv.port(), "/props").body);
+  EXPECT_EQ(props["speculative"]["draft_head"], "auto");
+  EXPECT_EQ(props["speculative"]["draft_vocab"], 64);
+  Json body = Json{{"prompt", "The model"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  const std::string plain = post_json(srv.port(), "/v1/completions", body)["choices"][0]["text"];
+  for (int n : {64, 0}) {
+    body["speculative"] = Json{{"draft_vocab", n}};
+    EXPECT_EQ(post_json(srv.port(), "/v1/completions", body)["choices"][0]["text"], plain) << n;
+  }
+  body["speculative"] = Json{{"draft_vocab", 69}};
+  EXPECT_EQ(http_post(srv.port(), "/v1/completions", body.dump()).status, 400);
+}
+
 // --log-steps: one stderr line per engine step, saying what the batch held and what was drafted; the counts
 // add up to the response's own.
 TEST(ServeTest, LogStepsPrintsEveryStep) {

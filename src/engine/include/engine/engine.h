@@ -181,7 +181,8 @@ class Engine {
   const Model& model() const;
   // The policy's learned step-time model (for /props and benches).
   const spec::DraftPolicy& policy() const;
-  // Ids of the subset draft head; 0 without one.
+  // The subset draft head's size as asked for (--draft-vocab N, or the default auto chose; the control tokens
+  // chat needs come on top), which a request may name; 0 without one.
   int64_t draft_vocab_size() const;
   // The largest draft a request may ask for (memory keeps this many GDN snapshots); 0 without speculation.
   int32_t max_draft() const;
