@@ -96,6 +96,7 @@ Json request_json(const RequestRecord& r) {
          {"http_status", r.http_status},
          {"events", r.events.size()},
          {"timings", r.timings}};
+  if (r.rate > 0) j["rate"] = r.rate;
   if (!r.stratum.empty()) j["stratum"] = r.stratum;
   if (!r.trace_source.empty()) j["trace_source"] = r.trace_source;
   return j;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 namespace mtp::loadgen {
 namespace {
@@ -42,6 +43,7 @@ std::string read_request(const Json& j, RequestRecord& r) {
   r.id = in.i64("id", false);
   r.level = static_cast<int>(in.i64("level", false));
   r.worker = static_cast<int>(in.i64("worker", true));
+  if (auto it = j.find("rate"); it != j.end() && it->is_number()) r.rate = it->get<double>();
   r.warmup = in.boolean("warmup");
   r.ok = in.boolean("ok");
   r.scheduled_ns = in.i64("scheduled_ns", true);
@@ -183,9 +185,17 @@ void add_throughput(const std::vector<const RequestRecord*>& reqs, LevelSummary&
   s.request_throughput = static_cast<double>(done) / s.window_s;
 }
 
-LevelSummary summarize_level(int c, const std::vector<const RequestRecord*>& reqs) {
+// A level is a concurrency (closed loop) or a rate under a concurrency cap.
+using LevelKey = std::pair<int, double>;
+
+LevelKey level_key(const RequestRecord& r) {
+  return {r.level, r.rate};
+}
+
+LevelSummary summarize_level(LevelKey level, const std::vector<const RequestRecord*>& reqs) {
   LevelSummary s;
-  s.concurrency = c;
+  s.concurrency = level.first;
+  s.rate = level.second;
   std::vector<double> ttft, tpot, itl, e2el, lag;
   for (const RequestRecord* r : reqs) {
     if (r->scheduled_ns >= 0) lag.push_back((r->sent_ns - r->scheduled_ns) * kMs);
@@ -216,14 +226,15 @@ LevelSummary summarize_level(int c, const std::vector<const RequestRecord*>& req
 }  // namespace
 
 std::vector<LevelSummary> summarize_run(const RunData& run) {
-  std::vector<int> order;  // levels in the order they ran
-  std::map<int, std::vector<const RequestRecord*>> measured;
+  std::vector<LevelKey> order;  // levels in the order they ran
+  std::map<LevelKey, std::vector<const RequestRecord*>> measured;
   for (const RequestRecord& r : run.requests) {
-    if (std::find(order.begin(), order.end(), r.level) == order.end()) order.push_back(r.level);
-    if (!r.warmup) measured[r.level].push_back(&r);
+    const LevelKey key = level_key(r);
+    if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+    if (!r.warmup) measured[key].push_back(&r);
   }
   std::vector<LevelSummary> out;
-  for (int c : order) out.push_back(summarize_level(c, measured[c]));
+  for (const LevelKey& key : order) out.push_back(summarize_level(key, measured[key]));
   return out;
 }
 
@@ -241,15 +252,16 @@ int64_t stratum_start(const std::string& label) {
 }  // namespace
 
 std::vector<LevelSummary> summarize_strata(const RunData& run) {
-  std::vector<int> order;
-  std::map<int, std::map<std::string, std::vector<const RequestRecord*>>> groups;
+  std::vector<LevelKey> order;
+  std::map<LevelKey, std::map<std::string, std::vector<const RequestRecord*>>> groups;
   for (const RequestRecord& r : run.requests) {
     if (r.stratum.empty() || r.warmup) continue;
-    if (std::find(order.begin(), order.end(), r.level) == order.end()) order.push_back(r.level);
-    groups[r.level][r.stratum].push_back(&r);
+    const LevelKey key = level_key(r);
+    if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+    groups[key][r.stratum].push_back(&r);
   }
   std::vector<LevelSummary> out;
-  for (int c : order) {
+  for (const LevelKey& c : order) {
     std::vector<std::string> labels;
     for (const auto& [label, reqs] : groups[c]) labels.push_back(label);
     std::stable_sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {

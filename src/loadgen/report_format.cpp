@@ -57,6 +57,7 @@ void put_spec(Json& j, const LevelSummary& s) {
 
 Json level_json(const LevelSummary& s) {
   Json j = {{"max_concurrency", s.concurrency},
+            {"request_rate", s.rate > 0 ? Json(s.rate) : Json("inf")},
             {"completed", s.completed},
             {"failed", s.failed},
             {"duration", s.duration_s},
@@ -80,6 +81,13 @@ Json level_json(const LevelSummary& s) {
 
 }  // namespace
 
+std::string level_label(int concurrency, double rate) {
+  if (rate <= 0) return std::to_string(concurrency);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g/s c<=%d", rate, concurrency);
+  return buf;
+}
+
 std::string markdown_report(const std::vector<LevelSummary>& levels) {
   const bool strata =
       std::any_of(levels.begin(), levels.end(), [](const LevelSummary& s) { return !s.stratum.empty(); });
@@ -92,11 +100,11 @@ std::string markdown_report(const std::vector<LevelSummary>& levels) {
   for (const LevelSummary& s : levels) {
     const std::string lag = s.lag_ms.n == 0 ? "-" : fmt(s.lag_ms.mean, 2) + " / " + fmt(s.lag_ms.max, 2);
     if (strata) out += "| " + s.stratum + " ";
-    out +=
-        str_cat("| ", s.concurrency, " | ", s.completed, " | ", s.failed, " | ", cell(s.ttft_ms, 1, true),
-                " | ", cell(s.tpot_ms, 2), " | ", cell(s.itl_ms, 2), " | ", cell(s.e2el_ms, 2, false, 1e-3),
-                " | ", fmt(s.output_throughput, 1), s.window_steady ? "" : "*", " | ",
-                fmt(s.request_throughput, 3), " | ", lag, " | ", acceptance_cell(s), " |\n");
+    const std::string level = level_label(s.concurrency, s.rate);
+    out += str_cat("| ", level, " | ", s.completed, " | ", s.failed, " | ", cell(s.ttft_ms, 1, true), " | ",
+                   cell(s.tpot_ms, 2), " | ", cell(s.itl_ms, 2), " | ", cell(s.e2el_ms, 2, false, 1e-3),
+                   " | ", fmt(s.output_throughput, 1), s.window_steady ? "" : "*", " | ",
+                   fmt(s.request_throughput, 3), " | ", lag, " | ", acceptance_cell(s), " |\n");
   }
   for (const LevelSummary& s : levels) {
     if (!s.window_steady) {

@@ -1,8 +1,11 @@
 #include "loadgen/runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "loadgen/prompts.h"
@@ -22,11 +25,23 @@ struct Level {
   const RequestDone& on_done;
   int concurrency = 1;
   int64_t first_id = 0;
+  int64_t start_ns = 0;               // set when the workers start
+  double rate = 0;                    // 0: closed loop
+  std::vector<int64_t> offsets_ns;    // with a rate: when each request is due, from start_ns
   std::vector<ChatRequest> requests;  // warm-up ones first
   std::atomic<int> next{0};
   std::mutex mu;  // serializes on_done and `status`
   Status status;
 };
+
+// When request i is due: its arrival time with a rate (waiting for it), else when the worker became free.
+int64_t due_ns(const Level& lv, int i, int64_t free_since) {
+  if (lv.offsets_ns.empty()) return free_since;
+  const int64_t due = lv.start_ns + lv.offsets_ns[static_cast<size_t>(i)];
+  const int64_t wait = due - lv.clock.now_ns();
+  if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+  return due;
+}
 
 void worker(Level& lv, int w) {
   auto client = StreamClient::create(lv.o.client);
@@ -41,9 +56,10 @@ void worker(Level& lv, int w) {
     RequestRecord r;
     r.id = lv.first_id + i;
     r.level = lv.concurrency;
+    r.rate = lv.rate;
     r.worker = w;
     r.warmup = i < lv.o.warmup;
-    r.scheduled_ns = free_since;
+    r.scheduled_ns = due_ns(lv, i, free_since);
     (*client)->run(lv.requests[static_cast<size_t>(i)], lv.clock, r);
     const Status written = lv.out.write_request(r);
     std::lock_guard<std::mutex> lock(lv.mu);
@@ -57,7 +73,43 @@ void worker(Level& lv, int w) {
   }
 }
 
+// Fills the level's requests with the next synthetic prompts.
+void add_requests(Level& lv, const std::string& model, int64_t first_id) {
+  const BenchOptions& o = lv.o;
+  for (int i = 0; i < o.warmup + o.requests; ++i) {
+    ChatRequest req;
+    req.model = model;
+    req.prompt = synthetic_prompt(o.seed, first_id + i, o.prompt_tokens);
+    req.max_tokens = o.max_tokens;
+    req.temperature = o.temperature;
+    req.ignore_eos = o.ignore_eos;
+    lv.requests.push_back(std::move(req));
+  }
+}
+
+Status run_level(Level& lv) {
+  lv.start_ns = lv.clock.now_ns();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < lv.concurrency; ++w) workers.emplace_back(worker, std::ref(lv), w);
+  for (std::thread& t : workers) t.join();
+  return lv.status;
+}
+
 }  // namespace
+
+std::vector<int64_t> poisson_offsets_ns(double rate, int n, uint64_t seed, int level_index) {
+  // Our own inverse CDF over the top 53 bits, not std::exponential_distribution: the standard library's
+  // distributions differ between implementations, and the schedule must not.
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(level_index) + 1);
+  std::vector<int64_t> out;
+  double t_s = 0;
+  for (int i = 0; i < n; ++i) {
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
+    t_s += -std::log1p(-u) / rate;
+    out.push_back(static_cast<int64_t>(t_s * 1e9));
+  }
+  return out;
+}
 
 Json header_json(const BenchOptions& o, const std::string& model) {
   const Json opts = {{"concurrency", o.levels},
@@ -69,7 +121,8 @@ Json header_json(const BenchOptions& o, const std::string& model) {
                      {"timeout_s", o.client.timeout_s},
                      {"temperature", o.temperature ? Json(*o.temperature) : Json()},
                      {"ignore_eos", o.ignore_eos},
-                     {"load", "closed-loop"}};
+                     {"rate", o.rates.empty() ? Json() : Json(o.rates)},
+                     {"load", o.rates.empty() ? "closed-loop" : "poisson"}};
   return run_header("mtp bench", o.tool_version, o.client.url, model, opts);
 }
 
@@ -79,23 +132,23 @@ Status run_bench(const BenchOptions& o, JsonlWriter& out, const RequestDone& on_
   std::string model = o.model;
   if (model.empty()) model = probe->first_model().value_or("");
   MTP_RETURN_IF_ERROR(out.write(header_json(o, model)));
+  const int total = o.warmup + o.requests;
   int64_t next_id = 0;
+  if (!o.rates.empty()) {
+    const int cap = *std::max_element(o.levels.begin(), o.levels.end());
+    for (size_t k = 0; k < o.rates.size(); ++k, next_id += total) {
+      Level lv(o, clock, out, on_done, cap, next_id);
+      lv.rate = o.rates[k];
+      lv.offsets_ns = poisson_offsets_ns(lv.rate, total, o.seed, static_cast<int>(k));
+      add_requests(lv, model, next_id);
+      MTP_RETURN_IF_ERROR(run_level(lv));
+    }
+    return Status::Ok();
+  }
   for (int c : o.levels) {
     Level lv(o, clock, out, on_done, c, next_id);
-    const int total = o.warmup + o.requests;
-    for (int i = 0; i < total; ++i) {
-      ChatRequest req;
-      req.model = model;
-      req.prompt = synthetic_prompt(o.seed, next_id + i, o.prompt_tokens);
-      req.max_tokens = o.max_tokens;
-      req.temperature = o.temperature;
-      req.ignore_eos = o.ignore_eos;
-      lv.requests.push_back(std::move(req));
-    }
-    std::vector<std::thread> workers;
-    for (int w = 0; w < c; ++w) workers.emplace_back(worker, std::ref(lv), w);
-    for (std::thread& t : workers) t.join();
-    MTP_RETURN_IF_ERROR(lv.status);
+    add_requests(lv, model, next_id);
+    MTP_RETURN_IF_ERROR(run_level(lv));
     next_id += total;
   }
   return Status::Ok();

@@ -21,7 +21,7 @@ class BenchProgress {
  public:
   explicit BenchProgress(int per_level) : per_level_(per_level), tty_(isatty(STDERR_FILENO) == 1) {}
   void done(const RequestRecord& r) {
-    if (r.level != level_) start_level(r.level);
+    if (r.level != level_ || r.rate != rate_) start_level(r.level, r.rate);
     ++n_;
     failed_ += r.ok ? 0 : 1;
     if (!r.ok && first_error_.empty()) first_error_ = r.error;
@@ -33,20 +33,25 @@ class BenchProgress {
   const std::string& first_error() const { return first_error_; }
 
  private:
-  void start_level(int c) {
+  void start_level(int c, double rate) {
     level_ = c;
+    rate_ = rate;
     failed_total_ += failed_;
     n_ = failed_ = 0;
     timer_.reset();
   }
   void draw(const char* lead) {
-    std::fprintf(stderr, "%smtp bench: c=%d %d/%d requests, %d failed, %.1f s%s", lead, level_, n_,
-                 per_level_, failed_, timer_.seconds(), tty_ ? "  " : "\n");
+    char level[64];
+    if (rate_ > 0) std::snprintf(level, sizeof level, "rate=%g/s c<=%d", rate_, level_);
+    if (rate_ <= 0) std::snprintf(level, sizeof level, "c=%d", level_);
+    std::fprintf(stderr, "%smtp bench: %s %d/%d requests, %d failed, %.1f s%s", lead, level, n_, per_level_,
+                 failed_, timer_.seconds(), tty_ ? "  " : "\n");
     std::fflush(stderr);
   }
 
   int per_level_;
   bool tty_;
+  double rate_ = 0;
   int level_ = -1, n_ = 0, failed_ = 0, failed_total_ = 0;
   std::string first_error_;
   Timer timer_;
@@ -56,10 +61,17 @@ void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
   cmd->add_option("--url", o.client.url, "Server base URL, e.g. http://127.0.0.1:8080 (a /v1 suffix is fine)")
       ->required();
   cmd->add_option("--model", o.model, "Model name to send (default: the first of GET /v1/models)");
-  cmd->add_option("--concurrency", o.levels, "Concurrency levels, comma-separated (closed loop)")
+  cmd->add_option(
+         "--concurrency", o.levels,
+         "Concurrency levels, comma-separated (closed loop); with --rate, the largest caps requests in "
+         "flight")
       ->delimiter(',')
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--rate", o.rates,
+                  "Arrival rates in requests/s, comma-separated: Poisson arrivals, one level each")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--requests", o.requests, "Measured requests per level")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -95,7 +107,8 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   auto run = loadgen::read_run(path);
   if (!run.ok()) return report_error("bench", run.status());
   std::fputs(loadgen::markdown_report(loadgen::summarize_run(*run)).c_str(), stdout);
-  const int total = static_cast<int>(o.levels.size()) * (o.warmup + o.requests);
+  const size_t levels = o.rates.empty() ? o.levels.size() : o.rates.size();
+  const int total = static_cast<int>(levels) * (o.warmup + o.requests);
   if (progress.failed_total() == total) {
     std::fprintf(stderr, "mtp bench: all %d requests failed; the first: %s\n", total,
                  progress.first_error().c_str());

@@ -44,6 +44,8 @@ TEST(BenchCommand, BadFlagsExit2) {
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --requests 0 -o /dev/null").exit_code, 2);
   EXPECT_EQ(run_mtp("bench -o /dev/null").exit_code, 2);                    // no --url
   EXPECT_EQ(run_mtp("bench --url 127.0.0.1:1 -o /dev/null").exit_code, 2);  // no scheme
+  EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate 1,0 -o /dev/null").exit_code, 2);
+  EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate fast -o /dev/null").exit_code, 2);
 }
 
 TEST(BenchCommand, MeasuresTheFakeServerAndPrintsTheReport) {

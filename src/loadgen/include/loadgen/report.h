@@ -23,7 +23,8 @@ Expected<RunData> read_run(const std::string& path);
 
 // The figures of one concurrency level, over its measured (not warm-up) requests.
 struct LevelSummary {
-  int concurrency = 0;
+  int concurrency = 0;  // with a rate: the cap on requests in flight
+  double rate = 0;      // arrival rate in requests/s; 0: closed loop
   std::string stratum;  // set in per-stratum summaries (replay runs): the prompt-token range
   int completed = 0, failed = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0;
@@ -43,6 +44,10 @@ std::vector<LevelSummary> summarize_run(const RunData& run);
 // One summary per (level, depth stratum) of a run whose requests carry strata (`mtp replay --strata`), in
 // level order, then by prompt length; empty for other runs.
 std::vector<LevelSummary> summarize_strata(const RunData& run);
+
+// A level as the tables name it: "4" (closed loop), "0.5/s c<=4" (a rate, then the cap on requests in
+// flight).
+std::string level_label(int concurrency, double rate);
 
 // A markdown table, one row per level (with a first "prompt tokens" column for per-stratum summaries).
 std::string markdown_report(const std::vector<LevelSummary>& levels);

@@ -1,5 +1,8 @@
-// The closed-loop benchmark behind `mtp bench`: for each concurrency level c, c workers each send their next
-// request as soon as their previous one ends, until the level's warm-up plus measured requests are done.
+// The benchmark behind `mtp bench`: for each concurrency level c, c workers each send their next request as
+// soon as their previous one ends (closed loop), until the level's warm-up plus measured requests are done.
+// With rates, each level is one rate instead: requests are due at Poisson arrival times and at most the
+// largest --concurrency are in flight; a request that finds every worker busy is sent late, and its
+// scheduled_ns vs sent_ns shows the lag (coordinated omission) rather than hiding it.
 // Every finished request goes to the run file at once (record.h).
 #pragma once
 
@@ -19,8 +22,9 @@ struct BenchOptions {
   ClientOptions client;
   std::string model;  // empty: the first of GET /v1/models, else no "model" field
   std::vector<int> levels = {1};
-  int requests = 10;  // measured requests per level
-  int warmup = 1;     // warm-up requests per level, before the measured ones, excluded from metrics
+  std::vector<double> rates;  // requests/s, one level each; empty: closed loop at each of `levels`
+  int requests = 10;          // measured requests per level
+  int warmup = 1;             // warm-up requests per level, before the measured ones, excluded from metrics
   int prompt_tokens = 128;
   int max_tokens = 128;
   uint64_t seed = 1;
@@ -28,6 +32,11 @@ struct BenchOptions {
   bool ignore_eos = false;
   std::string tool_version;  // for the header line
 };
+
+// The arrival offsets (ns from the level's start) of n requests at `rate` per second: cumulative
+// exponential gaps drawn from a generator seeded with (seed, level_index), so a run's schedule is
+// reproducible and each level's differs. The first request is due after one gap, not at once.
+std::vector<int64_t> poisson_offsets_ns(double rate, int n, uint64_t seed, int level_index);
 
 // Called after each request (from the worker that ran it; calls are serialized).
 using RequestDone = std::function<void(const RequestRecord&)>;
