@@ -82,6 +82,7 @@ Json request_json(const RequestRecord& r) {
          {"id", r.id},
          {"level", r.level},
          {"worker", r.worker},
+         {"repeat", r.repeat},
          {"warmup", r.warmup},
          {"scheduled_ns", opt(r.scheduled_ns)},
          {"sent_ns", opt(r.sent_ns)},

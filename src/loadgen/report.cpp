@@ -43,6 +43,7 @@ std::string read_request(const Json& j, RequestRecord& r) {
   r.id = in.i64("id", false);
   r.level = static_cast<int>(in.i64("level", false));
   r.worker = static_cast<int>(in.i64("worker", true));
+  r.repeat = static_cast<int>(std::max<int64_t>(in.i64("repeat", true), 0));  // absent before --repeat
   if (auto it = j.find("rate"); it != j.end() && it->is_number()) r.rate = it->get<double>();
   r.warmup = in.boolean("warmup");
   r.ok = in.boolean("ok");
@@ -185,6 +186,23 @@ void add_throughput(const std::vector<const RequestRecord*>& reqs, LevelSummary&
   s.request_throughput = static_cast<double>(done) / s.window_s;
 }
 
+// With --repeat, a level's runs are apart in time (the other levels ran between them): one window over all
+// would count those gaps. Each run gets its own window; the level's throughput is their mean.
+void add_repeat_throughputs(const std::vector<const RequestRecord*>& reqs, LevelSummary& s) {
+  std::map<int, std::vector<const RequestRecord*>> runs;
+  for (const RequestRecord* r : reqs) runs[r->repeat].push_back(r);
+  if (runs.size() == 1) return add_throughput(reqs, s);
+  for (const auto& [repeat, part] : runs) {
+    LevelSummary one;
+    add_throughput(part, one);
+    s.duration_s += one.duration_s;
+    s.window_s += one.window_s;
+    s.window_steady = s.window_steady && one.window_steady;
+    s.output_throughput += one.output_throughput / static_cast<double>(runs.size());
+    s.request_throughput += one.request_throughput / static_cast<double>(runs.size());
+  }
+}
+
 // A level is a concurrency (closed loop) or a rate under a concurrency cap.
 using LevelKey = std::pair<int, double>;
 
@@ -219,7 +237,7 @@ LevelSummary summarize_level(LevelKey level, const std::vector<const RequestReco
   s.itl_ms = summarize(itl);
   s.e2el_ms = summarize(e2el);
   s.lag_ms = summarize(lag);
-  if (!reqs.empty()) add_throughput(reqs, s);
+  if (!reqs.empty()) add_repeat_throughputs(reqs, s);
   return s;
 }
 

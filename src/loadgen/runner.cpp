@@ -25,8 +25,9 @@ struct Level {
   const RequestDone& on_done;
   int concurrency = 1;
   int64_t first_id = 0;
-  int64_t start_ns = 0;               // set when the workers start
-  double rate = 0;                    // 0: closed loop
+  int64_t start_ns = 0;  // set when the workers start
+  double rate = 0;       // 0: closed loop
+  int repeat = 0;
   std::vector<int64_t> offsets_ns;    // with a rate: when each request is due, from start_ns
   std::vector<ChatRequest> requests;  // warm-up ones first
   std::atomic<int> next{0};
@@ -57,6 +58,7 @@ void worker(Level& lv, int w) {
     r.id = lv.first_id + i;
     r.level = lv.concurrency;
     r.rate = lv.rate;
+    r.repeat = lv.repeat;
     r.worker = w;
     r.warmup = i < lv.o.warmup;
     r.scheduled_ns = due_ns(lv, i, free_since);
@@ -95,6 +97,27 @@ Status run_level(Level& lv) {
   return lv.status;
 }
 
+// One run of every level (repeat `rep`); request ids, and so prompts, continue from `next_id`.
+Status run_sweep(const BenchOptions& o, const RunClock& clock, JsonlWriter& out, const RequestDone& on_done,
+                 const std::string& model, int rep, int64_t& next_id) {
+  const int total = o.warmup + o.requests;
+  const bool open_loop = !o.rates.empty();
+  const size_t n = open_loop ? o.rates.size() : o.levels.size();
+  const int cap = *std::max_element(o.levels.begin(), o.levels.end());
+  for (size_t k = 0; k < n; ++k, next_id += total) {
+    Level lv(o, clock, out, on_done, open_loop ? cap : o.levels[k], next_id);
+    lv.repeat = rep;
+    if (open_loop) {
+      lv.rate = o.rates[k];
+      // Each repeat draws its own arrivals: repeats are samples of the same process, not copies.
+      lv.offsets_ns = poisson_offsets_ns(lv.rate, total, o.seed, static_cast<int>(rep * n + k));
+    }
+    add_requests(lv, model, next_id);
+    MTP_RETURN_IF_ERROR(run_level(lv));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<int64_t> poisson_offsets_ns(double rate, int n, uint64_t seed, int level_index) {
@@ -115,6 +138,7 @@ Json header_json(const BenchOptions& o, const std::string& model) {
   const Json opts = {{"concurrency", o.levels},
                      {"requests", o.requests},
                      {"warmup", o.warmup},
+                     {"repeat", o.repeat},
                      {"prompt_tokens", o.prompt_tokens},
                      {"max_tokens", o.max_tokens},
                      {"seed", o.seed},
@@ -132,25 +156,9 @@ Status run_bench(const BenchOptions& o, JsonlWriter& out, const RequestDone& on_
   std::string model = o.model;
   if (model.empty()) model = probe->first_model().value_or("");
   MTP_RETURN_IF_ERROR(out.write(header_json(o, model)));
-  const int total = o.warmup + o.requests;
   int64_t next_id = 0;
-  if (!o.rates.empty()) {
-    const int cap = *std::max_element(o.levels.begin(), o.levels.end());
-    for (size_t k = 0; k < o.rates.size(); ++k, next_id += total) {
-      Level lv(o, clock, out, on_done, cap, next_id);
-      lv.rate = o.rates[k];
-      lv.offsets_ns = poisson_offsets_ns(lv.rate, total, o.seed, static_cast<int>(k));
-      add_requests(lv, model, next_id);
-      MTP_RETURN_IF_ERROR(run_level(lv));
-    }
-    return Status::Ok();
-  }
-  for (int c : o.levels) {
-    Level lv(o, clock, out, on_done, c, next_id);
-    add_requests(lv, model, next_id);
-    MTP_RETURN_IF_ERROR(run_level(lv));
-    next_id += total;
-  }
+  for (int rep = 0; rep < o.repeat; ++rep)
+    MTP_RETURN_IF_ERROR(run_sweep(o, clock, out, on_done, model, rep, next_id));
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/timer.h"
 #include "command.h"
+#include "loadgen/repeats.h"
 #include "loadgen/report.h"
 #include "loadgen/runner.h"
 
@@ -21,7 +22,7 @@ class BenchProgress {
  public:
   explicit BenchProgress(int per_level) : per_level_(per_level), tty_(isatty(STDERR_FILENO) == 1) {}
   void done(const RequestRecord& r) {
-    if (r.level != level_ || r.rate != rate_) start_level(r.level, r.rate);
+    if (r.level != level_ || r.rate != rate_ || r.repeat != repeat_) start_level(r);
     ++n_;
     failed_ += r.ok ? 0 : 1;
     if (!r.ok && first_error_.empty()) first_error_ = r.error;
@@ -33,9 +34,10 @@ class BenchProgress {
   const std::string& first_error() const { return first_error_; }
 
  private:
-  void start_level(int c, double rate) {
-    level_ = c;
-    rate_ = rate;
+  void start_level(const RequestRecord& r) {
+    level_ = r.level;
+    rate_ = r.rate;
+    repeat_ = r.repeat;
     failed_total_ += failed_;
     n_ = failed_ = 0;
     timer_.reset();
@@ -52,6 +54,7 @@ class BenchProgress {
   int per_level_;
   bool tty_;
   double rate_ = 0;
+  int repeat_ = 0;
   int level_ = -1, n_ = 0, failed_ = 0, failed_total_ = 0;
   std::string first_error_;
   Timer timer_;
@@ -73,6 +76,9 @@ void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   cmd->add_option("--requests", o.requests, "Measured requests per level")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--repeat", o.repeat, "Runs of every level, for 95% confidence intervals over the runs")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--warmup", o.warmup, "Warm-up requests per level (distinct prompts, not measured)")
@@ -107,8 +113,10 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   auto run = loadgen::read_run(path);
   if (!run.ok()) return report_error("bench", run.status());
   std::fputs(loadgen::markdown_report(loadgen::summarize_run(*run)).c_str(), stdout);
+  if (const auto repeats = loadgen::summarize_repeats(*run); !repeats.empty())
+    std::fputs(("\nOver the repeats:\n\n" + loadgen::markdown_repeats(repeats)).c_str(), stdout);
   const size_t levels = o.rates.empty() ? o.levels.size() : o.rates.size();
-  const int total = static_cast<int>(levels) * (o.warmup + o.requests);
+  const int total = o.repeat * static_cast<int>(levels) * (o.warmup + o.requests);
   if (progress.failed_total() == total) {
     std::fprintf(stderr, "mtp bench: all %d requests failed; the first: %s\n", total,
                  progress.first_error().c_str());

@@ -6,6 +6,7 @@
 
 #include "base/atomic_file.h"
 #include "command.h"
+#include "loadgen/repeats.h"
 #include "loadgen/report.h"
 
 namespace mtp::tools {
@@ -38,8 +39,14 @@ CommandRunner register_report(CLI::App& app) {
     const std::vector<loadgen::LevelSummary> strata = loadgen::summarize_strata(*run);
     if (!strata.empty())
       std::fputs(("\nPer depth stratum:\n\n" + loadgen::markdown_report(strata)).c_str(), stdout);
+    // Runs with --repeat: mean and 95% interval over the repeats.
+    const std::vector<loadgen::RepeatSummary> repeats = loadgen::summarize_repeats(*run);
+    if (!repeats.empty())
+      std::fputs(("\nOver the repeats:\n\n" + loadgen::markdown_repeats(repeats)).c_str(), stdout);
     if (!a->json.empty()) {
-      const Status s = write_json(a->json, loadgen::json_report(*run, levels, a->run, strata));
+      loadgen::Json j = loadgen::json_report(*run, levels, a->run, strata);
+      if (!repeats.empty()) j["repeats"] = loadgen::repeats_json(repeats);
+      const Status s = write_json(a->json, j);
       if (!s.ok()) return report_error("report", s);
     }
     return kExitOk;

@@ -46,6 +46,7 @@ TEST(BenchCommand, BadFlagsExit2) {
   EXPECT_EQ(run_mtp("bench --url 127.0.0.1:1 -o /dev/null").exit_code, 2);  // no scheme
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate 1,0 -o /dev/null").exit_code, 2);
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate fast -o /dev/null").exit_code, 2);
+  EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --repeat 0 -o /dev/null").exit_code, 2);
 }
 
 TEST(BenchCommand, MeasuresTheFakeServerAndPrintsTheReport) {
@@ -66,6 +67,32 @@ TEST(BenchCommand, MeasuresTheFakeServerAndPrintsTheReport) {
   ASSERT_TRUE(run.ok()) << run.status().message();
   EXPECT_EQ(run->requests.size(), 8u);
   EXPECT_EQ(run->header["options"]["prompt_tokens"], 16);
+  std::filesystem::remove(path);
+}
+
+TEST(BenchCommand, RepeatRunsEveryLevelNTimesAndPrintsTheIntervals) {
+  mtp::testing::FakeServer server({{5, mtp::testing::delta_chunk("content", "hi")},
+                                   {5, mtp::testing::delta_chunk("content", " there")},
+                                   {0, mtp::testing::finish_chunk(9, 4, nullptr)},
+                                   {0, "[DONE]"}});
+  const std::string path = write_temp("cli_repeat", "");
+  const auto r =
+      run_mtp("bench --url " + server.url() +
+              " --concurrency 1,2 --repeat 3 --requests 2 --warmup 0 --max-tokens 4 -o '" + path + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Over the repeats"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| 2 | 3 | "), std::string::npos) << r.output;
+  auto run = read_run(path);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->requests.size(), 12u);
+  int per_repeat[3] = {0, 0, 0};
+  for (const auto& q : run->requests) {
+    ASSERT_GE(q.repeat, 0);
+    ASSERT_LT(q.repeat, 3);
+    ++per_repeat[q.repeat];
+  }
+  EXPECT_EQ(per_repeat[0], 4);
+  EXPECT_EQ(per_repeat[2], 4);
   std::filesystem::remove(path);
 }
 

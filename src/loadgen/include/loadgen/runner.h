@@ -24,7 +24,8 @@ struct BenchOptions {
   std::vector<int> levels = {1};
   std::vector<double> rates;  // requests/s, one level each; empty: closed loop at each of `levels`
   int requests = 10;          // measured requests per level
-  int warmup = 1;             // warm-up requests per level, before the measured ones, excluded from metrics
+  int repeat = 1;  // runs of every level; each run sweeps all levels, so a drift spreads over them all
+  int warmup = 1;  // warm-up requests per level, before the measured ones, excluded from metrics
   int prompt_tokens = 128;
   int max_tokens = 128;
   uint64_t seed = 1;
