@@ -98,6 +98,8 @@ Json request_json(const RequestRecord& r) {
          {"events", r.events.size()},
          {"timings", r.timings}};
   if (r.rate > 0) j["rate"] = r.rate;
+  if (!r.server.empty()) j["server"] = r.server;
+  if (r.pair >= 0) j["pair"] = r.pair;
   if (!r.stratum.empty()) j["stratum"] = r.stratum;
   if (!r.trace_source.empty()) j["trace_source"] = r.trace_source;
   return j;

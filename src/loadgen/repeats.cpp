@@ -71,12 +71,14 @@ std::vector<RepeatSummary> summarize_repeats(const RunData& run) {
     std::vector<double> tput, tpot, ttft;
   };
   std::vector<RepeatSummary> out;
-  for (const LevelSummary& s : summarize_run(run)) out.push_back({s.concurrency, s.rate, {}, {}, {}});
+  for (const LevelSummary& s : summarize_run(run))
+    out.push_back({s.concurrency, s.rate, s.server, {}, {}, {}});
   std::vector<Values> values(out.size());
   for (const RunData& part : parts) {
     for (const LevelSummary& s : summarize_run(part)) {
       for (size_t k = 0; k < out.size(); ++k) {
-        if (out[k].concurrency != s.concurrency || out[k].rate != s.rate) continue;
+        if (out[k].concurrency != s.concurrency || out[k].rate != s.rate || out[k].server != s.server)
+          continue;
         if (s.completed > 0) values[k].tput.push_back(s.output_throughput);
         if (s.tpot_ms.n > 0) values[k].tpot.push_back(s.tpot_ms.median);
         if (s.ttft_ms.n > 0) values[k].ttft.push_back(s.ttft_ms.median);
@@ -96,9 +98,9 @@ std::string markdown_repeats(const std::vector<RepeatSummary>& levels) {
       "| c | repeats | output tok/s mean [95% CI] | TPOT p50 ms mean [95% CI] | TTFT p50 ms mean [95% CI] |\n"
       "|---:|---:|---:|---:|---:|\n";
   for (const RepeatSummary& s : levels) {
-    out += "| " + level_label(s.concurrency, s.rate) + " | " + std::to_string(s.output_throughput.n) + " | " +
-           interval_cell(s.output_throughput, 1) + " | " + interval_cell(s.tpot_p50_ms, 2) + " | " +
-           interval_cell(s.ttft_p50_ms, 1) + " |\n";
+    out += "| " + level_label(s.concurrency, s.rate) + (s.server.empty() ? "" : " " + s.server) + " | " +
+           std::to_string(s.output_throughput.n) + " | " + interval_cell(s.output_throughput, 1) + " | " +
+           interval_cell(s.tpot_p50_ms, 2) + " | " + interval_cell(s.ttft_p50_ms, 1) + " |\n";
   }
   return out;
 }
@@ -108,6 +110,7 @@ Json repeats_json(const std::vector<RepeatSummary>& levels) {
   for (const RepeatSummary& s : levels) {
     out.push_back({{"max_concurrency", s.concurrency},
                    {"request_rate", s.rate > 0 ? Json(s.rate) : Json("inf")},
+                   {"server", s.server.empty() ? Json() : Json(s.server)},
                    {"output_throughput", interval_json(s.output_throughput)},
                    {"median_tpot_ms", interval_json(s.tpot_p50_ms)},
                    {"median_ttft_ms", interval_json(s.ttft_p50_ms)}});

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <utility>
+#include <tuple>
 
 namespace mtp::loadgen {
 namespace {
@@ -44,6 +44,8 @@ std::string read_request(const Json& j, RequestRecord& r) {
   r.level = static_cast<int>(in.i64("level", false));
   r.worker = static_cast<int>(in.i64("worker", true));
   r.repeat = static_cast<int>(std::max<int64_t>(in.i64("repeat", true), 0));  // absent before --repeat
+  r.server = in.text("server");
+  r.pair = in.i64("pair", true);
   if (auto it = j.find("rate"); it != j.end() && it->is_number()) r.rate = it->get<double>();
   r.warmup = in.boolean("warmup");
   r.ok = in.boolean("ok");
@@ -204,16 +206,15 @@ void add_repeat_throughputs(const std::vector<const RequestRecord*>& reqs, Level
 }
 
 // A level is a concurrency (closed loop) or a rate under a concurrency cap.
-using LevelKey = std::pair<int, double>;
+using LevelKey = std::tuple<int, double, std::string>;  // with --baseline, one per server
 
 LevelKey level_key(const RequestRecord& r) {
-  return {r.level, r.rate};
+  return {r.level, r.rate, r.server};
 }
 
 LevelSummary summarize_level(LevelKey level, const std::vector<const RequestRecord*>& reqs) {
   LevelSummary s;
-  s.concurrency = level.first;
-  s.rate = level.second;
+  std::tie(s.concurrency, s.rate, s.server) = level;
   std::vector<double> ttft, tpot, itl, e2el, lag;
   for (const RequestRecord* r : reqs) {
     if (r->scheduled_ns >= 0) lag.push_back((r->sent_ns - r->scheduled_ns) * kMs);

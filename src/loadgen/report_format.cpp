@@ -76,6 +76,7 @@ Json level_json(const LevelSummary& s) {
   j["token_sources"] = s.token_sources;
   put_spec(j, s);
   if (!s.stratum.empty()) j["stratum"] = s.stratum;
+  if (!s.server.empty()) j["server"] = s.server;
   return j;
 }
 
@@ -100,7 +101,7 @@ std::string markdown_report(const std::vector<LevelSummary>& levels) {
   for (const LevelSummary& s : levels) {
     const std::string lag = s.lag_ms.n == 0 ? "-" : fmt(s.lag_ms.mean, 2) + " / " + fmt(s.lag_ms.max, 2);
     if (strata) out += "| " + s.stratum + " ";
-    const std::string level = level_label(s.concurrency, s.rate);
+    const std::string level = level_label(s.concurrency, s.rate) + (s.server.empty() ? "" : " " + s.server);
     out += str_cat("| ", level, " | ", s.completed, " | ", s.failed, " | ", cell(s.ttft_ms, 1, true), " | ",
                    cell(s.tpot_ms, 2), " | ", cell(s.itl_ms, 2), " | ", cell(s.e2el_ms, 2, false, 1e-3),
                    " | ", fmt(s.output_throughput, 1), s.window_steady ? "" : "*", " | ",

@@ -44,13 +44,54 @@ int64_t due_ns(const Level& lv, int i, int64_t free_since) {
   return due;
 }
 
+// Sends one request and records it; false when the run file failed (the level then stops).
+bool send(Level& lv, StreamClient& client, int i, RequestRecord& r) {
+  client.run(lv.requests[static_cast<size_t>(i)], lv.clock, r);
+  const Status written = lv.out.write_request(r);
+  std::lock_guard<std::mutex> lock(lv.mu);
+  if (!written.ok()) {
+    lv.status = written;
+    lv.next.store(static_cast<int>(lv.requests.size()));  // the others stop after their current request
+    return false;
+  }
+  if (lv.on_done) lv.on_done(r);
+  return true;
+}
+
+// With a baseline, request i goes to both servers one after the other, target first when i is even: neither
+// server always runs right after the other, so a warm-up or slowdown one leaves behind is shared equally.
+// Ids 2n (target) and 2n+1 (baseline) of prompt n = `pair`.
+bool send_pair(Level& lv, StreamClient* clients[2], int i, RequestRecord r) {
+  const int64_t n = r.id;
+  for (int k = 0; k < 2; ++k) {
+    const int server = (k + i) % 2;  // 0 target, 1 baseline
+    RequestRecord one = r;
+    one.id = 2 * n + server;
+    one.pair = n;
+    one.server = server == 0 ? "target" : "baseline";
+    if (k == 1) one.scheduled_ns = lv.clock.now_ns();  // due when the first of the pair ended
+    if (!send(lv, *clients[server], i, one)) return false;
+  }
+  return true;
+}
+
+Expected<std::unique_ptr<StreamClient>> baseline_client(const BenchOptions& o) {
+  ClientOptions b = o.client;
+  b.url = o.baseline_url;
+  return StreamClient::create(b);
+}
+
 void worker(Level& lv, int w) {
   auto client = StreamClient::create(lv.o.client);
-  if (!client.ok()) {
+  auto baseline = lv.o.baseline_url.empty()
+                      ? Expected<std::unique_ptr<StreamClient>>(std::unique_ptr<StreamClient>())
+                      : baseline_client(lv.o);
+  if (!client.ok() || !baseline.ok()) {
     std::lock_guard<std::mutex> lock(lv.mu);
-    lv.status = client.status();
+    lv.status = client.ok() ? baseline.status() : client.status();
     return;
   }
+  StreamClient* clients[2] = {client->get(), baseline->get()};
   const int total = static_cast<int>(lv.requests.size());
   int64_t free_since = lv.clock.now_ns();  // closed loop: a request is due when its worker is free
   for (int i; (i = lv.next.fetch_add(1)) < total;) {
@@ -62,15 +103,7 @@ void worker(Level& lv, int w) {
     r.worker = w;
     r.warmup = i < lv.o.warmup;
     r.scheduled_ns = due_ns(lv, i, free_since);
-    (*client)->run(lv.requests[static_cast<size_t>(i)], lv.clock, r);
-    const Status written = lv.out.write_request(r);
-    std::lock_guard<std::mutex> lock(lv.mu);
-    if (!written.ok()) {
-      lv.status = written;
-      lv.next.store(total);  // the others stop after their current request
-      return;
-    }
-    if (lv.on_done) lv.on_done(r);
+    if (!(clients[1] ? send_pair(lv, clients, i, r) : send(lv, *clients[0], i, r))) return;
     free_since = lv.clock.now_ns();
   }
 }
@@ -146,6 +179,7 @@ Json header_json(const BenchOptions& o, const std::string& model) {
                      {"temperature", o.temperature ? Json(*o.temperature) : Json()},
                      {"ignore_eos", o.ignore_eos},
                      {"rate", o.rates.empty() ? Json() : Json(o.rates)},
+                     {"baseline", o.baseline_url.empty() ? Json() : Json(o.baseline_url)},
                      {"load", o.rates.empty() ? "closed-loop" : "poisson"}};
   return run_header("mtp bench", o.tool_version, o.client.url, model, opts);
 }

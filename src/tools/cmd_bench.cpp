@@ -8,6 +8,7 @@
 
 #include "base/timer.h"
 #include "command.h"
+#include "loadgen/paired.h"
 #include "loadgen/repeats.h"
 #include "loadgen/report.h"
 #include "loadgen/runner.h"
@@ -63,6 +64,8 @@ class BenchProgress {
 void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
   cmd->add_option("--url", o.client.url, "Server base URL, e.g. http://127.0.0.1:8080 (a /v1 suffix is fine)")
       ->required();
+  cmd->add_option("--baseline", o.baseline_url,
+                  "Second server: every prompt also sent there, interleaved; the report gives paired ratios");
   cmd->add_option("--model", o.model, "Model name to send (default: the first of GET /v1/models)");
   cmd->add_option(
          "--concurrency", o.levels,
@@ -104,9 +107,12 @@ void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
 int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   // A bad URL is a usage error, found before the run file is created.
   if (auto url = loadgen::split_url(o.client.url); !url.ok()) return report_error("bench", url.status());
+  if (auto url = loadgen::split_url(o.baseline_url); !o.baseline_url.empty() && !url.ok())
+    return report_error("bench", url.status());
   auto writer = loadgen::JsonlWriter::open(path);
   if (!writer.ok()) return report_error("bench", writer.status());
-  BenchProgress progress(o.warmup + o.requests);
+  const int servers = o.baseline_url.empty() ? 1 : 2;
+  BenchProgress progress(servers * (o.warmup + o.requests));
   o.tool_version = MTP_VERSION;
   const Status status = loadgen::run_bench(o, **writer, [&](const RequestRecord& r) { progress.done(r); });
   if (!status.ok()) return report_error("bench", status);
@@ -115,8 +121,10 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   std::fputs(loadgen::markdown_report(loadgen::summarize_run(*run)).c_str(), stdout);
   if (const auto repeats = loadgen::summarize_repeats(*run); !repeats.empty())
     std::fputs(("\nOver the repeats:\n\n" + loadgen::markdown_repeats(repeats)).c_str(), stdout);
+  if (const auto pairs = loadgen::summarize_pairs(*run); !pairs.empty())
+    std::fputs(("\nPaired, target/baseline:\n\n" + loadgen::markdown_pairs(pairs)).c_str(), stdout);
   const size_t levels = o.rates.empty() ? o.levels.size() : o.rates.size();
-  const int total = o.repeat * static_cast<int>(levels) * (o.warmup + o.requests);
+  const int total = servers * o.repeat * static_cast<int>(levels) * (o.warmup + o.requests);
   if (progress.failed_total() == total) {
     std::fprintf(stderr, "mtp bench: all %d requests failed; the first: %s\n", total,
                  progress.first_error().c_str());

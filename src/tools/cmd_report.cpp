@@ -6,6 +6,7 @@
 
 #include "base/atomic_file.h"
 #include "command.h"
+#include "loadgen/paired.h"
 #include "loadgen/repeats.h"
 #include "loadgen/report.h"
 
@@ -43,9 +44,14 @@ CommandRunner register_report(CLI::App& app) {
     const std::vector<loadgen::RepeatSummary> repeats = loadgen::summarize_repeats(*run);
     if (!repeats.empty())
       std::fputs(("\nOver the repeats:\n\n" + loadgen::markdown_repeats(repeats)).c_str(), stdout);
+    // Runs with --baseline: paired ratios target/baseline.
+    const std::vector<loadgen::PairedSummary> pairs = loadgen::summarize_pairs(*run);
+    if (!pairs.empty())
+      std::fputs(("\nPaired, target/baseline:\n\n" + loadgen::markdown_pairs(pairs)).c_str(), stdout);
     if (!a->json.empty()) {
       loadgen::Json j = loadgen::json_report(*run, levels, a->run, strata);
       if (!repeats.empty()) j["repeats"] = loadgen::repeats_json(repeats);
+      if (!pairs.empty()) j["paired"] = loadgen::pairs_json(pairs);
       const Status s = write_json(a->json, j);
       if (!s.ok()) return report_error("report", s);
     }

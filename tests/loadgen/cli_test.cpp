@@ -47,6 +47,7 @@ TEST(BenchCommand, BadFlagsExit2) {
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate 1,0 -o /dev/null").exit_code, 2);
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate fast -o /dev/null").exit_code, 2);
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --repeat 0 -o /dev/null").exit_code, 2);
+  EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --baseline 127.0.0.1:2 -o /dev/null").exit_code, 2);
 }
 
 TEST(BenchCommand, MeasuresTheFakeServerAndPrintsTheReport) {

@@ -47,8 +47,11 @@ struct RequestRecord {
   int64_t id = 0;
   int level = 0;    // the concurrency level it ran under (with a rate: the cap on requests in flight)
   double rate = 0;  // the level's arrival rate in requests/s; 0: closed loop
-  int repeat = 0;   // which run of its level under --repeat N, from 0
-  int worker = 0;   // which of the level's workers sent it
+  int repeat = 0;
+  // With --baseline: which server answered ("target" or "baseline") and the prompt number both got.
+  std::string server;
+  int64_t pair = -1;  // which run of its level under --repeat N, from 0
+  int worker = 0;     // which of the level's workers sent it
   bool warmup = false;
   int64_t scheduled_ns = -1, sent_ns = -1, first_token_ns = -1, end_ns = -1;
   int http_status = 0;  // 0: no HTTP response

@@ -23,6 +23,7 @@ Interval mean_interval(const std::vector<double>& values);
 struct RepeatSummary {
   int concurrency = 0;
   double rate = 0;
+  std::string server;                 // with --baseline
   Interval output_throughput;         // tok/s of each repeat's steady window
   Interval tpot_p50_ms, ttft_p50_ms;  // each repeat's median
 };

@@ -25,6 +25,7 @@ Expected<RunData> read_run(const std::string& path);
 struct LevelSummary {
   int concurrency = 0;  // with a rate: the cap on requests in flight
   double rate = 0;      // arrival rate in requests/s; 0: closed loop
+  std::string server;   // with --baseline: "target" or "baseline"
   std::string stratum;  // set in per-stratum summaries (replay runs): the prompt-token range
   int completed = 0, failed = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0;

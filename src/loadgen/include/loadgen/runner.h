@@ -20,7 +20,8 @@ namespace mtp::loadgen {
 
 struct BenchOptions {
   ClientOptions client;
-  std::string model;  // empty: the first of GET /v1/models, else no "model" field
+  std::string baseline_url;  // non-empty: every request also goes to this server (same prompt, interleaved)
+  std::string model;         // empty: the first of GET /v1/models, else no "model" field
   std::vector<int> levels = {1};
   std::vector<double> rates;  // requests/s, one level each; empty: closed loop at each of `levels`
   int requests = 10;          // measured requests per level
