@@ -40,6 +40,14 @@ inline std::string finish_chunk(int prompt_tokens, int completion_tokens, const 
   return c.dump();
 }
 
+// "ab" after 5 ms, "cd" 5 ms later, then the finish (4 prompt tokens, 3 completion tokens, `timings`).
+inline std::vector<ScriptedChunk> two_delta_script(const nlohmann::json& timings = nullptr) {
+  return {{5, delta_chunk("content", "ab")},
+          {5, delta_chunk("content", "cd")},
+          {0, finish_chunk(4, 3, timings)},
+          {0, "[DONE]"}};
+}
+
 class FakeServer {
  public:
   FakeServer(std::vector<ScriptedChunk> script, FakeMode mode = FakeMode::kStream)

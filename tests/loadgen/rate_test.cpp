@@ -14,13 +14,6 @@ namespace {
 
 using namespace mtp::testing;
 
-std::vector<ScriptedChunk> five_ms_script() {
-  return {{5, delta_chunk("content", "ab")},
-          {5, delta_chunk("content", "cd")},
-          {0, finish_chunk(4, 3, nullptr)},
-          {0, "[DONE]"}};
-}
-
 TEST(PoissonSchedule, IsReproducibleIncreasingAndHasTheMeanGap) {
   const std::vector<int64_t> a = poisson_offsets_ns(4.0, 20000, 7, 0);
   EXPECT_EQ(a, poisson_offsets_ns(4.0, 20000, 7, 0));
@@ -37,7 +30,7 @@ TEST(PoissonSchedule, IsReproducibleIncreasingAndHasTheMeanGap) {
 }
 
 TEST(RateRunner, SendsEachRequestAtItsScheduleOnePerRateLevel) {
-  FakeServer server(five_ms_script());
+  FakeServer server(two_delta_script());
   const std::string path = write_temp("rate_ok", "");
   BenchOptions o = bench_options(server.url(), {2}, 5, 8, 4);
   o.rates = {50, 100};
@@ -78,7 +71,7 @@ TEST(RateRunner, SendsEachRequestAtItsScheduleOnePerRateLevel) {
 }
 
 TEST(RateRunner, ARequestThatFindsTheCapFullIsSentLateAndTheLagIsRecorded) {
-  FakeServer server(five_ms_script());  // each request takes at least 10 ms
+  FakeServer server(two_delta_script());  // each request takes at least 10 ms
   const std::string path = write_temp("rate_lag", "");
   BenchOptions o = bench_options(server.url(), {1}, 5, 8, 4);
   o.rates = {1000};  // gaps of about 1 ms, one in flight at most

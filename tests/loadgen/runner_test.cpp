@@ -14,15 +14,8 @@ namespace {
 
 using namespace mtp::testing;
 
-std::vector<ScriptedChunk> short_script() {
-  return {{5, delta_chunk("content", "ab")},
-          {5, delta_chunk("content", "cd")},
-          {0, finish_chunk(4, 3, {{"draft_n", 2}, {"draft_n_accepted", 1}})},
-          {0, "[DONE]"}};
-}
-
 TEST(Runner, WritesEveryRequestPerLevelWithWarmupFlagged) {
-  FakeServer server(short_script());
+  FakeServer server(two_delta_script(nlohmann::json{{"draft_n", 2}, {"draft_n_accepted", 1}}));
   const std::string path = write_temp("runner_ok", "");
   {
     auto out = JsonlWriter::open(path);
