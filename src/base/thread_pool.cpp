@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "base/check.h"
 #include "base/step_profile.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -20,6 +21,8 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 // Thread-nanoseconds the current job's threads spent running tasks, while profiling (base/step_profile.h,
 // which profiles one pool at a time).
 std::atomic<int64_t> g_busy_ns{0};
+
+constexpr uint64_t kTaskMask = 0xffffffffu;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -67,18 +70,37 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::run_tasks(int thread) {
+size_t ThreadPool::run_tasks(int thread, size_t* job_tasks) {
   const bool timed = profile::enabled();
-  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  size_t ran = 0;
+  int64_t busy_ns = 0;
   for (;;) {
-    size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    (*job_)(task, thread);
+    const uint64_t claim = claim_.fetch_add(1, std::memory_order_acquire);
+    const size_t n = static_cast<size_t>(claim >> 32);
+    const size_t task = static_cast<size_t>(claim & kTaskMask);
+    if (task >= n) break;
+    // This thread owns `task` of the job published with count n: that job cannot end, nor job_ change,
+    // before the task is counted done. The acquire above pairs with the publishing store of claim_.
+    *job_tasks = n;
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    (*job_.load(std::memory_order_relaxed))(task, thread);
+    if (timed)
+      busy_ns +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    ++ran;
   }
-  if (timed)
-    g_busy_ns.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
-        std::memory_order_relaxed);
+  if (busy_ns > 0) g_busy_ns.fetch_add(busy_ns, std::memory_order_relaxed);
+  return ran;
+}
+
+// Counts a worker's finished tasks; the one that finishes the job wakes the caller if it sleeps. seq_cst on
+// tasks_done_ and caller_waiting_ (both sides): either this thread sees the caller waiting, or the caller's
+// check sees the job done.
+void ThreadPool::finish_tasks(size_t count, size_t job_tasks) {
+  if (tasks_done_.fetch_add(count, std::memory_order_seq_cst) + count != job_tasks) return;
+  if (!caller_waiting_.load(std::memory_order_seq_cst)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  done_.notify_one();
 }
 
 void ThreadPool::worker_loop(int thread) {
@@ -95,12 +117,8 @@ void ThreadPool::worker_loop(int thread) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_tasks(thread);
-    // The last worker out wakes the caller, under the lock so that a caller about to sleep cannot miss it.
-    if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_.notify_one();
-    }
+    size_t job_tasks = 0;
+    if (const size_t ran = run_tasks(thread, &job_tasks); ran > 0) finish_tasks(ran, job_tasks);
   }
 }
 
@@ -110,29 +128,34 @@ void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, i
     for (size_t i = 0; i < n_tasks; ++i) fn(i, 0);
     return;
   }
+  MTP_CHECK(n_tasks <= kMaxTasks, n_tasks, " tasks in one job");
   const bool timed = profile::enabled();
   const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (timed) g_busy_ns.store(0, std::memory_order_relaxed);
   bool notify = false;
   {
-    // The job is published by the generation bump (release); polling workers pick it up from there.
+    // The claim word publishes the job (release) to threads already claiming; the generation bump wakes
+    // the polling ones, and sleepers are notified.
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    job_.store(&fn, std::memory_order_relaxed);
+    tasks_done_.store(0, std::memory_order_relaxed);
+    claim_.store(static_cast<uint64_t>(n_tasks) << 32, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
     notify = sleepers_ > 0;
   }
   if (notify) wake_.notify_all();
-  run_tasks(0);
-  auto done = [&] { return busy_workers_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(done)) {
+  size_t job_tasks = n_tasks;
+  const size_t ran = run_tasks(0, &job_tasks);
+  auto done = [&] { return tasks_done_.load(std::memory_order_seq_cst) == n_tasks; };
+  if (ran > 0 && tasks_done_.fetch_add(ran, std::memory_order_seq_cst) + ran == n_tasks) {
+    // The caller finished the job itself.
+  } else if (!spin_until(done)) {
     std::unique_lock<std::mutex> lock(mu_);
+    caller_waiting_.store(true, std::memory_order_seq_cst);
     done_.wait(lock, done);
+    caller_waiting_.store(false, std::memory_order_relaxed);
   }
-  job_ = nullptr;
-  // The workers added their busy time before they counted themselves out (acq_rel), so it is all here.
+  // Every task counted itself done after it added its busy time, so all of it is here.
   if (timed)
     profile::add_job(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                      1e-9 * static_cast<double>(g_busy_ns.load(std::memory_order_relaxed)), size());

@@ -53,5 +53,33 @@ TEST(ThreadPool, WakesSleepingWorkersAndPollingOnes) {
   EXPECT_GT(helpers_seen.load(), 0) << "no worker ever ran a task";
 }
 
+// More threads than cores, so workers often wake after the job they were woken for has ended and join a
+// later one. Every task of every job runs exactly once, only while its own parallel_for is running, and no
+// two tasks run at once under the same thread id. A late worker running a past job's task would touch a
+// dead lambda (ASan in `make test` reports it) and trip `current`.
+TEST(ThreadPool, LateWorkersJoinTheCurrentJobOnly) {
+  const int threads = 4 * ThreadPool::hardware_threads() + 1;
+  ThreadPool pool(threads);
+  std::atomic<int> current{-1};
+  std::atomic<int> wrong_job{0}, shared_id{0};
+  std::vector<std::atomic<bool>> id_in_use(static_cast<size_t>(threads));
+  for (int job = 0; job < 3000; ++job) {
+    const size_t n = 2 + static_cast<size_t>(job % 37);
+    std::vector<std::atomic<int>> hits(n);
+    current.store(job);
+    pool.parallel_for(n, [&, job](size_t i, int t) {
+      if (id_in_use[static_cast<size_t>(t)].exchange(true)) shared_id.fetch_add(1);
+      if (current.load() != job) wrong_job.fetch_add(1);
+      hits[i].fetch_add(1);
+      if (i % 5 == 0) std::this_thread::yield();
+      id_in_use[static_cast<size_t>(t)].store(false);
+    });
+    current.store(-1);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "job " << job << " task " << i;
+  }
+  EXPECT_EQ(wrong_job.load(), 0);
+  EXPECT_EQ(shared_id.load(), 0);
+}
+
 }  // namespace
 }  // namespace mtp

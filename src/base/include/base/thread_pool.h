@@ -1,11 +1,15 @@
 // An explicit pool of worker threads. Libraries never create threads of their own: callers pass a pool in.
 // parallel_for hands out task indices dynamically; the calling thread works too, so a pool of n threads has
-// n - 1 workers. Idle workers poll for about 100 microseconds before they sleep (see thread_pool.cpp).
+// n - 1 workers. A job ends when its last task ends, not when every worker has looked at it: a worker the OS
+// has not scheduled yet (more threads than free cores, a busy machine) does not hold up a job the others can
+// finish, and joins whichever job is current when it runs. Idle workers poll for about 100 microseconds
+// before they sleep (see thread_pool.cpp).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -32,19 +36,28 @@ class ThreadPool {
 
  private:
   void worker_loop(int thread);
-  void run_tasks(int thread);
+  // Claims and runs tasks of the current job until none is left; returns how many it ran and, through
+  // job_tasks, the task count of the job they belonged to.
+  size_t run_tasks(int thread, size_t* job_tasks);
+  void finish_tasks(size_t count, size_t job_tasks);
+
+  static constexpr size_t kMaxTasks = size_t{1} << 31;
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(size_t, int)>* job_ = nullptr;
-  size_t n_tasks_ = 0;
-  std::atomic<size_t> next_task_{0};
-  std::atomic<uint64_t> generation_{0};  // bumped (under mu_) for every job
-  std::atomic<int> busy_workers_{0};     // workers that have not finished the current job
+  std::atomic<const std::function<void(size_t, int)>*> job_{nullptr};
+  // The current job's task count (high 32 bits) and next unclaimed task (low 32 bits), in one word so that a
+  // claim (one fetch_add) also says which job it belongs to: a worker that wakes late cannot mistake a past
+  // job's count for this one's. Each thread over-claims at most once a job, so the low half stays below
+  // 2^32 for the at most 2^31 tasks a job may have.
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  alignas(64) std::atomic<size_t> tasks_done_{0};    // tasks of the current job that have finished
+  alignas(64) std::atomic<uint64_t> generation_{0};  // bumped (under mu_) for every job
   std::atomic<bool> stop_{false};
-  int sleepers_ = 0;  // workers waiting on wake_ (guarded by mu_)
+  int sleepers_ = 0;                         // workers waiting on wake_ (guarded by mu_)
+  std::atomic<bool> caller_waiting_{false};  // the caller sleeps on done_ (set under mu_)
 };
 
 }  // namespace mtp
