@@ -1,5 +1,7 @@
 #include "model/qwen35moe_config.h"
 
+#include <cmath>
+
 namespace mtp {
 namespace {
 
@@ -29,6 +31,11 @@ Status Qwen35MoeConfig::validate() const {
   MTP_RETURN_IF_ERROR(positive(ssm_n_group, "ssm.group_count"));
   MTP_RETURN_IF_ERROR(positive(ssm_dt_rank, "ssm.time_step_rank"));
   MTP_RETURN_IF_ERROR(positive(full_attention_interval, "full_attention_interval"));
+  // A NaN or infinite epsilon or RoPE base would not fail anywhere: it would turn every logit into NaN.
+  if (!(std::isfinite(rms_eps) && rms_eps > 0))
+    return invalid_argument("attention.layer_norm_rms_epsilon must be positive and finite, got ", rms_eps);
+  if (!(std::isfinite(rope_freq_base) && rope_freq_base > 0))
+    return invalid_argument("rope.freq_base must be positive and finite, got ", rope_freq_base);
   if (n_nextn < 0 || n_nextn > 1)
     return unsupported("nextn_predict_layers is ", n_nextn, "; only 0 or 1 is supported");
   if (n_head % n_head_kv != 0)

@@ -1,10 +1,12 @@
 #include "model/qwen35moe_weights.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "base/check.h"
 #include "model/qwen35moe_tensors.h"
+#include "quant/quantize.h"
 
 namespace mtp {
 namespace {
@@ -37,6 +39,18 @@ const char* expected_types(TensorKind kind) {
   }
 }
 
+// Index of the first NaN or infinity in a float tensor (norms, vectors, conv taps: small, so read whole at
+// load), or -1. Such a value would not fail anywhere: it would turn every logit into NaN.
+int64_t first_non_finite(const TensorView& v) {
+  std::vector<float> row(static_cast<size_t>(v.ne[0]));
+  for (int64_t r = 0; r < v.n_rows(); ++r) {
+    MTP_CHECK(dequantize_row(v.type, v.row(r), row.data(), v.ne[0]).ok());
+    for (int64_t i = 0; i < v.ne[0]; ++i)
+      if (!std::isfinite(row[static_cast<size_t>(i)])) return r * v.ne[0] + i;
+  }
+  return -1;
+}
+
 // The table's entries, checked against the file and keyed by name. Block structs are then filled by name;
 // asking for a name the table does not list is a bug in this file, not in the model file.
 class Binder {
@@ -66,6 +80,10 @@ class Binder {
       v.data = file.tensor_data(*info).data();
       v.type = info->type;
       v.ne = info->ne;
+      if (is_float_type(v.type)) {
+        if (const int64_t at = first_non_finite(v); at >= 0)
+          return corrupt("tensor '", d.name, "' holds a NaN or infinity (element ", at, ")");
+      }
       views_.emplace(d.name, v);
     }
     for (const TensorDesc& d : table) listed_.emplace(d.name);

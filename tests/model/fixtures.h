@@ -65,9 +65,10 @@ inline std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint32_t seed) {
 }
 
 // Writes a copy of `src` to `dst` after `edit` has seen (and may change or drop, by returning false) every
-// tensor's spec and bytes.
+// tensor's spec and bytes, and `edit_metadata` (when given) the key-value pairs.
 inline void rewrite_gguf(const std::string& src, const std::string& dst,
-                         const std::function<bool(TensorSpec&, std::vector<uint8_t>&)>& edit) {
+                         const std::function<bool(TensorSpec&, std::vector<uint8_t>&)>& edit,
+                         const std::function<void(Metadata&)>& edit_metadata = nullptr) {
   auto file = GgufFile::open(src);
   if (!file.ok()) throw std::runtime_error(file.status().message());
   std::vector<TensorSpec> specs;
@@ -80,7 +81,9 @@ inline void rewrite_gguf(const std::string& src, const std::string& dst,
     specs.push_back(spec);
     data.push_back(std::move(copy));
   }
-  write_gguf(dst, file->metadata(), specs, data);
+  Metadata md = file->metadata();
+  if (edit_metadata) edit_metadata(md);
+  write_gguf(dst, md, specs, data);
 }
 
 }  // namespace mtp::testing

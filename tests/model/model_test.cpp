@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "fixtures.h"
 #include "model/reference_forward.h"
@@ -94,6 +96,81 @@ TEST(ModelLoad, WrongTypedTensorIsNamedWithBothTypes) {
   EXPECT_NE(msg.find("tensor 'blk.2.attn_norm.weight' has type q8_0, expected f32, f16 or bf16"),
             std::string::npos)
       << msg;
+}
+
+// Every hyperparameter check of qwen35moe_config.cpp, each reached by one edit of the tiny model's metadata
+// (4 layers + MTP block, hidden 64, 4 heads of 32 over 2 KV heads, RoPE 8, 8 experts top-2, state 16,
+// 2 groups, time_step_rank 4): the load fails with a message that names what is wrong.
+TEST(ModelLoad, EveryHyperparameterCheckNamesTheKey) {
+  struct Case {
+    const char* key;  // without the "qwen35moe." prefix; "-" + key erases it
+    std::optional<Value> value;
+    const char* expected;
+  };
+  const auto u32 = [](uint32_t v) { return std::optional<Value>(Value::scalar(v)); };
+  const auto f32 = [](float v) { return std::optional<Value>(Value::scalar(v)); };
+  const float nan = std::nanf("");
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<Case> cases = {
+      {"embedding_length", u32(0), "embedding_length must be positive, got 0"},
+      {"block_count", u32(1), "trunk layer count must be positive, got 0"},
+      {"attention.head_count", u32(0), "attention.head_count must be positive, got 0"},
+      {"attention.head_count_kv", u32(0), "attention.head_count_kv must be positive, got 0"},
+      {"expert_count", u32(0), "expert_count must be positive, got 0"},
+      {"expert_used_count", u32(0), "expert_used_count must be positive, got 0"},
+      {"expert_feed_forward_length", u32(0), "expert_feed_forward_length must be positive, got 0"},
+      {"expert_shared_feed_forward_length", u32(0), "expert_shared_feed_forward_length must be positive"},
+      {"ssm.conv_kernel", u32(0), "ssm.conv_kernel must be positive, got 0"},
+      {"ssm.state_size", u32(0), "ssm.state_size must be positive, got 0"},
+      {"ssm.group_count", u32(0), "ssm.group_count must be positive, got 0"},
+      {"ssm.time_step_rank", u32(0), "ssm.time_step_rank must be positive, got 0"},
+      {"full_attention_interval", u32(0), "full_attention_interval must be positive, got 0"},
+      {"nextn_predict_layers", u32(2), "nextn_predict_layers is 2; only 0 or 1 is supported"},
+      {"attention.head_count", u32(5), "head_count 5 is not a multiple of head_count_kv 2"},
+      {"expert_used_count", u32(9), "expert_used_count 9 exceeds expert_count 8"},
+      {"rope.dimension_count", u32(7), "rope.dimension_count 7 must be even and within the head dim 32"},
+      {"rope.dimension_count", u32(34), "rope.dimension_count 34 must be even and within the head dim 32"},
+      {"ssm.group_count", u32(3), "ssm.time_step_rank 4 is not a multiple of ssm.group_count 3"},
+      {"ssm.inner_size", u32(65), "ssm.inner_size 65 != time_step_rank * state_size = 64"},
+      {"attention.value_length", u32(64), "attention.value_length 64 differs from key_length 32"},
+      {"attention.layer_norm_rms_epsilon", f32(nan), "layer_norm_rms_epsilon must be positive and finite"},
+      {"attention.layer_norm_rms_epsilon", f32(0), "layer_norm_rms_epsilon must be positive and finite"},
+      {"rope.freq_base", f32(inf), "rope.freq_base must be positive and finite, got inf"},
+      {"-embedding_length", std::nullopt, "metadata key 'qwen35moe.embedding_length' is missing"},
+      {"embedding_length", Value::string("64"),
+       "metadata key 'qwen35moe.embedding_length' has type string, expected an integer"},
+  };
+  testing::TempDir dir;
+  for (const Case& c : cases) {
+    const std::string path = dir.file("edited.gguf");
+    const bool erase = c.key[0] == '-';
+    const std::string key = std::string(kQwen35MoeArch) + "." + (erase ? c.key + 1 : c.key);
+    rewrite_gguf(
+        fixtures().tiny_mtp, path, [](TensorSpec&, std::vector<uint8_t>&) { return true; },
+        [&](Metadata& md) {
+          if (erase)
+            md.erase(key);
+          else
+            md.set(key, *c.value);
+        });
+    const std::string msg = load_error(path);
+    EXPECT_NE(msg.find(c.expected), std::string::npos) << key << ": " << msg;
+  }
+}
+
+// A NaN in a norm, vector or conv tap would turn every logit into NaN without failing anywhere: the load
+// refuses it and names the tensor and the element.
+TEST(ModelLoad, NonFiniteFloatTensorIsRefused) {
+  testing::TempDir dir;
+  for (float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    const std::string path = dir.file("nan.gguf");
+    rewrite_gguf(fixtures().tiny_mtp, path, [&](TensorSpec& s, std::vector<uint8_t>& bytes) {
+      if (s.name == "blk.1.ssm_a") std::memcpy(bytes.data() + 3 * sizeof(float), &bad, sizeof(float));
+      return true;
+    });
+    const std::string msg = load_error(path);
+    EXPECT_NE(msg.find("tensor 'blk.1.ssm_a' holds a NaN or infinity (element 3)"), std::string::npos) << msg;
+  }
 }
 
 TEST(ModelLoad, AbsentOutputIsTiedToTheEmbedding) {
