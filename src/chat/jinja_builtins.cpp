@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "base/html_escape.h"
 #include "jinja_util.h"
 
 namespace mtp::chat::jinja {
@@ -200,7 +201,7 @@ Value f_safe(Interpreter&, const Value& v, CallArgs&) {
   return v.is_string() ? v : Value::string(to_str(v));
 }
 Value f_escape(Interpreter&, const Value& v, CallArgs&) {
-  return Value::string(html_escape(to_str(v)));
+  return Value::string(mtp::html_escape(to_str(v)));
 }
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   const Value* w = arg(a, "width", 0);

@@ -139,32 +139,6 @@ std::string title_case(const std::string& s, bool jinja_filter) {
   }
   return out;
 }
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Jinja's attribute getter for map/selectattr/sort: "a.b.0" walks attributes, integer parts index.
 Value get_path(Interpreter& in, const Value& v, const std::string& path, int line) {
   Value cur = v;

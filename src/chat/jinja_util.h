@@ -22,7 +22,6 @@ std::string case_map(std::string_view cp, bool upper);
 std::string ascii_case(const std::string& s, bool upper);
 std::string capitalize(const std::string& s);
 std::string title_case(const std::string& s, bool jinja_filter);
-std::string html_escape(const std::string& s);
 std::vector<std::string> split_ws(const std::string& s, int64_t maxsplit);
 std::vector<std::string> split_sep(const std::string& s, const std::string& sep, int64_t maxsplit, int line);
 std::string py_replace(const std::string& s, const std::string& from, const std::string& to, int64_t count);

@@ -1,0 +1,108 @@
+// `mtp gate`: quality gates registered before the numbers exist (docs/gate.md). A rules file names metrics of
+// `mtp bench`/`mtp replay` run files, a comparison, a threshold, a minimum sample size and a statistic;
+// `freeze` writes a lock with the rules' hash, the UTC time and the hashes of the input files they name;
+// `run` refuses rules changed after the lock, inputs that changed, and results measured before it, then
+// judges each rule.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace mtp::gate {
+
+using Json = nlohmann::ordered_json;
+
+enum class Statistic { kMean, kMedian, kBootstrapMean, kBootstrapMedian, kWilson };
+
+// Per-request metrics (one sample per measured request), paired ratios (one per prompt both servers of a
+// --baseline run answered) and proportions (successes over trials, judged with a Wilson bound).
+enum class Metric {
+  kTtftMs,
+  kTpotMs,
+  kE2eS,
+  kOutputRate,
+  kPairedOutputRateRatio,
+  kPairedTpotRatio,
+  kDraftAcceptance,
+  kFailureRate,
+};
+
+struct Rule {
+  std::string id;
+  Metric metric = Metric::kTpotMs;
+  std::optional<int> level;  // only requests of this concurrency level (all measured ones when absent)
+  std::string server;        // only "target" or "baseline" requests of a --baseline run ("" = all)
+  bool at_least = true;      // ">=": the lower bound must reach the threshold; "<=": the upper bound
+  double threshold = 0;
+  Statistic statistic = Statistic::kMean;
+  double confidence = 0.95;  // one-sided, for the bootstrap and Wilson bounds
+  int64_t min_samples = 1;   // requests, pairs, or trials of a proportion
+};
+
+struct Rules {
+  std::string name;
+  std::vector<std::string> inputs;  // files whose contents the lock pins (models, prompt sets)
+  std::vector<Rule> rules;
+  std::string canonical;  // the rules file as canonical JSON (sorted keys, no spaces)
+  std::string sha256;     // of `canonical`
+};
+
+// Parses and validates a rules file; every problem is one line naming the rule and the field.
+Expected<Rules> parse_rules(const std::string& text, const std::string& source);
+Expected<Rules> read_rules(const std::string& path);
+
+struct LockedInput {
+  std::string path;
+  uint64_t bytes = 0;
+  std::string sha256;
+};
+
+struct Lock {
+  std::string rules_sha256;
+  std::string frozen_utc;  // "YYYY-MM-DDTHH:MM:SSZ"
+  std::vector<LockedInput> inputs;
+};
+
+// The lock beside a rules file: RULES.lock.
+std::string default_lock_path(const std::string& rules_path);
+Expected<Lock> freeze(const Rules& rules);
+Json lock_json(const Lock& lock);
+Expected<Lock> read_lock(const std::string& path);
+
+// Refuses (Status) when the rules changed after the lock or an input's contents differ from it.
+Status check_lock(const Rules& rules, const Lock& lock);
+
+struct Verdict {
+  std::string rule_id;
+  bool pass = false;
+  int64_t samples = 0;
+  double estimate = 0;  // the point value (mean, median or proportion)
+  double bound = 0;     // the value compared with the threshold (the estimate for kMean/kMedian)
+  std::string why;      // one line: the comparison made, or why the rule could not pass
+};
+
+// Judges every rule on the pooled requests of `runs` (paths of run files). Refuses a run whose header's
+// start time is before the lock's time, or that has no start time.
+Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
+                                     const std::vector<std::string>& runs);
+
+std::string verdicts_table(const Rules& rules, const std::vector<Verdict>& verdicts);
+Json verdicts_json(const Rules& rules, const Lock& lock, const std::vector<Verdict>& verdicts);
+std::string verdicts_junit(const Rules& rules, const std::vector<Verdict>& verdicts);
+
+// Statistics, exposed for the tests.
+std::string sha256_hex(const std::string& bytes);
+Expected<std::string> sha256_file(const std::string& path, uint64_t* bytes);
+double normal_quantile(double p);  // the inverse of the standard normal CDF, p in (0, 1)
+// One-sided Wilson score bound of successes / trials at `confidence`: the lower bound when `lower`.
+double wilson_bound(int64_t successes, int64_t trials, double confidence, bool lower);
+// One-sided percentile-bootstrap bound of the mean (or median) of `values`: 2000 resamples from a fixed
+// seed, so the same data always gives the same bound.
+double bootstrap_bound(const std::vector<double>& values, bool median, double confidence, bool lower);
+
+}  // namespace mtp::gate

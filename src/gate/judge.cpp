@@ -1,0 +1,286 @@
+// Judging rules on run files: the samples each metric takes from the requests, the statistics that bound
+// them, and the verdicts' table, JSON and JUnit forms (docs/gate.md).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <tuple>
+
+#include "base/html_escape.h"
+#include "gate/gate.h"
+#include "loadgen/report.h"
+
+namespace mtp::gate {
+namespace {
+
+constexpr int kBootstrapResamples = 2000;
+constexpr uint64_t kBootstrapSeed = 20261205;
+
+// A request's figures as `mtp report` defines them (docs/bench.md, "Metrics"); -1 where it has none.
+double ttft_ms(const loadgen::RequestRecord& r) {
+  return r.first_token_ns >= 0 ? 1e-6 * static_cast<double>(r.first_token_ns - r.sent_ns) : -1;
+}
+double e2e_s(const loadgen::RequestRecord& r) {
+  return 1e-9 * static_cast<double>(r.end_ns - r.sent_ns);
+}
+double tpot_ms(const loadgen::RequestRecord& r) {
+  if (r.first_token_ns < 0 || r.completion_tokens < 2) return -1;
+  return 1e-6 * static_cast<double>(r.end_ns - r.first_token_ns) /
+         static_cast<double>(r.completion_tokens - 1);
+}
+double output_rate(const loadgen::RequestRecord& r) {
+  const double e2e = e2e_s(r);
+  return r.completion_tokens > 0 && e2e > 0 ? static_cast<double>(r.completion_tokens) / e2e : -1;
+}
+
+double sample_of(Metric m, const loadgen::RequestRecord& r) {
+  switch (m) {
+    case Metric::kTtftMs:
+      return ttft_ms(r);
+    case Metric::kTpotMs:
+    case Metric::kPairedTpotRatio:
+      return tpot_ms(r);
+    case Metric::kE2eS:
+      return e2e_s(r);
+    default:
+      return output_rate(r);
+  }
+}
+
+bool selected(const Rule& rule, const loadgen::RequestRecord& r) {
+  if (r.warmup) return false;
+  if (rule.level && r.level != *rule.level) return false;
+  return rule.server.empty() || r.server == rule.server;
+}
+
+int64_t timing(const loadgen::Json& t, const char* key) {
+  return t.is_object() && t.contains(key) && t[key].is_number_integer() ? t[key].get<int64_t>() : 0;
+}
+
+struct Samples {
+  std::vector<double> values;         // per request or per pair
+  int64_t successes = 0, trials = 0;  // proportions
+};
+
+Samples collect(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests) {
+  Samples s;
+  const bool paired =
+      rule.metric == Metric::kPairedOutputRateRatio || rule.metric == Metric::kPairedTpotRatio;
+  std::map<std::tuple<int, int, int64_t>, std::pair<double, double>>
+      pairs;  // (level, repeat, pair) -> ratio terms
+  for (const loadgen::RequestRecord& r : requests) {
+    if (!selected(rule, r)) continue;
+    if (rule.metric == Metric::kFailureRate) {
+      s.trials += 1;
+      s.successes += r.ok ? 0 : 1;
+      continue;
+    }
+    if (!r.ok) continue;
+    if (rule.metric == Metric::kDraftAcceptance) {
+      s.trials += timing(r.timings, "draft_n");
+      s.successes += timing(r.timings, "draft_n_accepted");
+      continue;
+    }
+    const double v = sample_of(rule.metric, r);
+    if (v < 0) continue;
+    if (!paired) {
+      s.values.push_back(v);
+    } else if (r.pair >= 0) {
+      auto& p = pairs.try_emplace({r.level, r.repeat, r.pair}, -1.0, -1.0).first->second;
+      (r.server == "baseline" ? p.second : p.first) = v;
+    }
+  }
+  for (const auto& [key, p] : pairs) {
+    if (p.first > 0 && p.second > 0) s.values.push_back(p.first / p.second);
+  }
+  return s;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mean_of(const std::vector<double>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+const char* statistic_name(Statistic s) {
+  switch (s) {
+    case Statistic::kMean:
+      return "mean";
+    case Statistic::kMedian:
+      return "median";
+    case Statistic::kBootstrapMean:
+      return "bootstrap lower/upper bound of the mean";
+    case Statistic::kBootstrapMedian:
+      return "bootstrap lower/upper bound of the median";
+    case Statistic::kWilson:
+      return "Wilson bound";
+  }
+  return "";
+}
+
+Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests) {
+  const Samples s = collect(rule, requests);
+  Verdict v;
+  v.rule_id = rule.id;
+  const bool proportion = rule.statistic == Statistic::kWilson;
+  v.samples = proportion ? s.trials : static_cast<int64_t>(s.values.size());
+  if (v.samples < rule.min_samples) {
+    v.why = str_cat(v.samples, " samples, fewer than the ", rule.min_samples, " the rule requires");
+    return v;
+  }
+  const bool lower = rule.at_least;
+  switch (rule.statistic) {
+    case Statistic::kWilson:
+      v.estimate = static_cast<double>(s.successes) / static_cast<double>(s.trials);
+      v.bound = wilson_bound(s.successes, s.trials, rule.confidence, lower);
+      break;
+    case Statistic::kMean:
+      v.estimate = v.bound = mean_of(s.values);
+      break;
+    case Statistic::kMedian:
+      v.estimate = v.bound = median_of(s.values);
+      break;
+    case Statistic::kBootstrapMean:
+      v.estimate = mean_of(s.values);
+      v.bound = bootstrap_bound(s.values, false, rule.confidence, lower);
+      break;
+    case Statistic::kBootstrapMedian:
+      v.estimate = median_of(s.values);
+      v.bound = bootstrap_bound(s.values, true, rule.confidence, lower);
+      break;
+  }
+  v.pass = lower ? v.bound >= rule.threshold : v.bound <= rule.threshold;
+  const bool point = rule.statistic == Statistic::kMean || rule.statistic == Statistic::kMedian;
+  v.why = str_cat(point ? "" : (lower ? "lower " : "upper "), statistic_name(rule.statistic),
+                  point ? "" : str_cat(" (", number(100 * rule.confidence), "%)"), " ", number(v.bound),
+                  lower ? " >= " : " <= ", number(rule.threshold), v.pass ? "" : " fails");
+  return v;
+}
+
+}  // namespace
+
+double normal_quantile(double p) {
+  // Bisection on the CDF 0.5 * erfc(-z / sqrt 2): 200 halvings of [-40, 40] reach double precision.
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double wilson_bound(int64_t successes, int64_t trials, double confidence, bool lower) {
+  const double n = static_cast<double>(trials);
+  const double p = static_cast<double>(successes) / n;
+  const double z = normal_quantile(confidence);
+  const double z2 = z * z;
+  const double center = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const double half = z * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n);
+  return lower ? center - half : center + half;
+}
+
+double bootstrap_bound(const std::vector<double>& values, bool median, double confidence, bool lower) {
+  std::mt19937_64 rng(kBootstrapSeed);
+  std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+  std::vector<double> stats(kBootstrapResamples), resample(values.size());
+  for (double& stat : stats) {
+    for (double& x : resample) x = values[pick(rng)];
+    stat = median ? median_of(resample) : mean_of(resample);
+  }
+  std::sort(stats.begin(), stats.end());
+  const double q = lower ? 1 - confidence : confidence;
+  const size_t at = std::min(stats.size() - 1, static_cast<size_t>(q * static_cast<double>(stats.size())));
+  return stats[at];
+}
+
+Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
+                                     const std::vector<std::string>& runs) {
+  std::vector<loadgen::RequestRecord> requests;
+  for (const std::string& path : runs) {
+    MTP_ASSIGN_OR_RETURN(loadgen::RunData run, loadgen::read_run(path));
+    const loadgen::Json& h = run.header;
+    const std::string start = h.is_object() && h.contains("start_utc") && h["start_utc"].is_string()
+                                  ? h["start_utc"].get<std::string>()
+                                  : "";
+    if (start.empty())
+      return invalid_argument(path,
+                              ": no start time in its header: cannot show it was measured after the lock");
+    // Both are "YYYY-MM-DDTHH:MM:SSZ", so text order is time order.
+    if (start < lock.frozen_utc) {
+      return invalid_argument(path, ": measured at ", start, ", before the rules were frozen at ",
+                              lock.frozen_utc,
+                              ": a gate judges only results that did not exist when it was registered");
+    }
+    for (loadgen::RequestRecord& r : run.requests) requests.push_back(std::move(r));
+  }
+  std::vector<Verdict> verdicts;
+  for (const Rule& rule : rules.rules) verdicts.push_back(judge_rule(rule, requests));
+  return verdicts;
+}
+
+std::string verdicts_table(const Rules& rules, const std::vector<Verdict>& verdicts) {
+  std::string out = str_cat("gate '", rules.name, "' (rules sha256 ", rules.sha256, ")\n\n",
+                            "| rule | verdict | samples | estimate | judged on |\n|---|---|---:|---:|---|\n");
+  for (const Verdict& v : verdicts) {
+    out += str_cat("| ", v.rule_id, " | ", v.pass ? "pass" : "FAIL", " | ", v.samples, " | ",
+                   v.samples > 0 ? number(v.estimate) : "-", " | ", v.why, " |\n");
+  }
+  const auto failed =
+      std::count_if(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return !v.pass; });
+  out += str_cat("\n", failed == 0 ? "PASS" : "FAIL", ": ", verdicts.size() - failed, " of ", verdicts.size(),
+                 " rules pass\n");
+  return out;
+}
+
+Json verdicts_json(const Rules& rules, const Lock& lock, const std::vector<Verdict>& verdicts) {
+  Json j;
+  j["gate"] = rules.name;
+  j["rules_sha256"] = rules.sha256;
+  j["frozen_utc"] = lock.frozen_utc;
+  bool all = true;
+  j["verdicts"] = Json::array();
+  for (const Verdict& v : verdicts) {
+    all = all && v.pass;
+    j["verdicts"].push_back({{"rule", v.rule_id},
+                             {"pass", v.pass},
+                             {"samples", v.samples},
+                             {"estimate", v.estimate},
+                             {"bound", v.bound},
+                             {"why", v.why},
+                             {"rules_sha256", rules.sha256}});
+  }
+  j["pass"] = all;
+  return j;
+}
+
+std::string verdicts_junit(const Rules& rules, const std::vector<Verdict>& verdicts) {
+  const auto failed =
+      std::count_if(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return !v.pass; });
+  std::string out = str_cat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"",
+                            html_escape(rules.name), "\" tests=\"", verdicts.size(), "\" failures=\"", failed,
+                            "\">\n  <properties><property name=\"rules_sha256\" value=\"", rules.sha256,
+                            "\"/></properties>\n");
+  for (const Verdict& v : verdicts) {
+    out += str_cat("  <testcase classname=\"", html_escape(rules.name), "\" name=\"", html_escape(v.rule_id),
+                   "\"");
+    if (v.pass) {
+      out += "/>\n";
+    } else {
+      out += str_cat(">\n    <failure message=\"", html_escape(v.why), "\"/>\n  </testcase>\n");
+    }
+  }
+  return out + "</testsuite>\n";
+}
+
+}  // namespace mtp::gate

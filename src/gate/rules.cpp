@@ -1,0 +1,296 @@
+// Rules files and locks: parsing with one validation pass, the canonical form that is hashed, and the lock's
+// checks (docs/gate.md).
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "gate/gate.h"
+
+namespace mtp::gate {
+namespace {
+
+const std::map<std::string, Metric>& metric_names() {
+  static const std::map<std::string, Metric> names = {
+      {"ttft_ms", Metric::kTtftMs},
+      {"tpot_ms", Metric::kTpotMs},
+      {"e2e_s", Metric::kE2eS},
+      {"output_rate", Metric::kOutputRate},
+      {"paired_output_rate_ratio", Metric::kPairedOutputRateRatio},
+      {"paired_tpot_ratio", Metric::kPairedTpotRatio},
+      {"draft_acceptance", Metric::kDraftAcceptance},
+      {"failure_rate", Metric::kFailureRate},
+  };
+  return names;
+}
+
+const std::map<std::string, Statistic>& statistic_names() {
+  static const std::map<std::string, Statistic> names = {
+      {"mean", Statistic::kMean},
+      {"median", Statistic::kMedian},
+      {"bootstrap_mean", Statistic::kBootstrapMean},
+      {"bootstrap_median", Statistic::kBootstrapMedian},
+      {"wilson", Statistic::kWilson},
+  };
+  return names;
+}
+
+bool is_proportion(Metric m) {
+  return m == Metric::kDraftAcceptance || m == Metric::kFailureRate;
+}
+
+std::string known(const auto& names) {
+  std::string out;
+  for (const auto& [name, value] : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// Reads one rule; the first problem is returned as "rule ID: field: why".
+Expected<Rule> parse_rule(const nlohmann::json& j, size_t index) {
+  Rule r;
+  const std::string where = str_cat("rule ", index + 1);
+  if (!j.is_object()) return invalid_argument(where, ": not an object");
+  static const char* const kFields[] = {"id",        "metric",    "level",      "server",     "op",
+                                        "threshold", "statistic", "confidence", "min_samples"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
+      return invalid_argument(where, ": unknown field \"", key, "\"");
+  }
+  auto text = [&](const char* key, std::string* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
+      return invalid_argument(where, ": \"", key, "\" must be a non-empty string");
+    *out = it->get<std::string>();
+    return Status::Ok();
+  };
+  MTP_RETURN_IF_ERROR(text("id", &r.id));
+  const std::string rule = str_cat("rule '", r.id, "'");
+  std::string metric, op, statistic;
+  MTP_RETURN_IF_ERROR(text("metric", &metric));
+  MTP_RETURN_IF_ERROR(text("op", &op));
+  MTP_RETURN_IF_ERROR(text("statistic", &statistic));
+  auto m = metric_names().find(metric);
+  if (m == metric_names().end())
+    return invalid_argument(rule, ": unknown metric '", metric, "' (known: ", known(metric_names()), ")");
+  r.metric = m->second;
+  auto s = statistic_names().find(statistic);
+  if (s == statistic_names().end()) {
+    return invalid_argument(rule, ": unknown statistic '", statistic, "' (known: ", known(statistic_names()),
+                            ")");
+  }
+  r.statistic = s->second;
+  if ((r.statistic == Statistic::kWilson) != is_proportion(r.metric)) {
+    return invalid_argument(rule, ": statistic '", statistic, "' does not apply to metric '", metric,
+                            "' (wilson is for draft_acceptance and failure_rate, and only wilson is)");
+  }
+  if (op != ">=" && op != "<=")
+    return invalid_argument(rule, ": \"op\" must be \">=\" or \"<=\", got '", op, "'");
+  r.at_least = op == ">=";
+  auto threshold = j.find("threshold");
+  if (threshold == j.end() || !threshold->is_number() || !std::isfinite(threshold->get<double>()))
+    return invalid_argument(rule, ": \"threshold\" must be a finite number");
+  r.threshold = threshold->get<double>();
+  if (auto it = j.find("confidence"); it != j.end()) {
+    if (!it->is_number() || !(it->get<double>() > 0.5 && it->get<double>() < 1))
+      return invalid_argument(rule, ": \"confidence\" must be a number between 0.5 and 1 (exclusive)");
+    r.confidence = it->get<double>();
+  }
+  if (auto it = j.find("min_samples"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1)
+      return invalid_argument(rule, ": \"min_samples\" must be an integer of at least 1");
+    r.min_samples = it->get<int64_t>();
+  }
+  if (auto it = j.find("level"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1000000)
+      return invalid_argument(rule, ": \"level\" must be a concurrency level (a positive integer)");
+    r.level = static_cast<int>(it->get<int64_t>());
+  }
+  if (auto it = j.find("server"); it != j.end()) {
+    if (!it->is_string() || (*it != "target" && *it != "baseline"))
+      return invalid_argument(rule, ": \"server\" must be \"target\" or \"baseline\"");
+    r.server = it->get<std::string>();
+  }
+  const bool paired = r.metric == Metric::kPairedOutputRateRatio || r.metric == Metric::kPairedTpotRatio;
+  if (paired && !r.server.empty())
+    return invalid_argument(rule, ": a paired metric compares both servers; drop \"server\"");
+  return r;
+}
+
+std::string read_text(const std::string& path, Status* status) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    *status = not_found("cannot open '", path, "'");
+    return "";
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string hex(const unsigned char* bytes, unsigned n) {
+  static const char* const kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) {
+    out += kDigits[bytes[i] >> 4];
+    out += kDigits[bytes[i] & 15];
+  }
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Expected<Rules> parse_rules(const std::string& text, const std::string& source) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return corrupt(source, ": not a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "gate" && key != "inputs" && key != "rules")
+      return invalid_argument(source, ": unknown field \"", key, "\" (known: gate, inputs, rules)");
+  }
+  Rules rules;
+  auto name = j.find("gate");
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
+    return invalid_argument(source, ": \"gate\" must name the gate (a non-empty string)");
+  rules.name = name->get<std::string>();
+  if (auto it = j.find("inputs"); it != j.end()) {
+    if (!it->is_array()) return invalid_argument(source, ": \"inputs\" must be an array of file paths");
+    for (const auto& p : *it) {
+      if (!p.is_string() || p.get<std::string>().empty())
+        return invalid_argument(source, ": \"inputs\" must be an array of file paths");
+      rules.inputs.push_back(p.get<std::string>());
+    }
+  }
+  auto list = j.find("rules");
+  if (list == j.end() || !list->is_array() || list->empty())
+    return invalid_argument(source, ": \"rules\" must be a non-empty array");
+  for (size_t i = 0; i < list->size(); ++i) {
+    auto r = parse_rule((*list)[i], i);
+    if (!r.ok()) return r.status().with_context(source);
+    for (const Rule& other : rules.rules) {
+      if (other.id == r->id) return invalid_argument(source, ": two rules have the id '", r->id, "'");
+    }
+    rules.rules.push_back(std::move(*r));
+  }
+  // nlohmann::json keeps object keys sorted: dump() without indent is the canonical form, so reformatting or
+  // reordering the file does not change the hash, while any change of a value does.
+  rules.canonical = j.dump();
+  rules.sha256 = sha256_hex(rules.canonical);
+  return rules;
+}
+
+Expected<Rules> read_rules(const std::string& path) {
+  Status status;
+  const std::string text = read_text(path, &status);
+  if (!status.ok()) return status;
+  return parse_rules(text, path);
+}
+
+std::string sha256_hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &n, EVP_sha256(), nullptr);
+  return hex(digest, n);
+}
+
+Expected<std::string> sha256_file(const std::string& path, uint64_t* bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return not_found("cannot open input '", path, "'");
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> buf(1 << 20);
+  *bytes = 0;
+  size_t got = 0;
+  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    EVP_DigestUpdate(ctx, buf.data(), got);
+    *bytes += got;
+  }
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(ctx, digest, &n);
+  EVP_MD_CTX_free(ctx);
+  if (failed) return io_error("cannot read input '", path, "'");
+  return hex(digest, n);
+}
+
+std::string default_lock_path(const std::string& rules_path) {
+  return rules_path + ".lock";
+}
+
+Expected<Lock> freeze(const Rules& rules) {
+  Lock lock;
+  lock.rules_sha256 = rules.sha256;
+  lock.frozen_utc = utc_now();
+  for (const std::string& path : rules.inputs) {
+    LockedInput in;
+    in.path = path;
+    MTP_ASSIGN_OR_RETURN(in.sha256, sha256_file(path, &in.bytes));
+    lock.inputs.push_back(in);
+  }
+  return lock;
+}
+
+Json lock_json(const Lock& lock) {
+  Json j;
+  j["rules_sha256"] = lock.rules_sha256;
+  j["frozen_utc"] = lock.frozen_utc;
+  j["inputs"] = Json::array();
+  for (const LockedInput& in : lock.inputs)
+    j["inputs"].push_back({{"path", in.path}, {"bytes", in.bytes}, {"sha256", in.sha256}});
+  return j;
+}
+
+Expected<Lock> read_lock(const std::string& path) {
+  Status status;
+  const std::string text = read_text(path, &status);
+  if (!status.ok()) return not_found("no lock at '", path, "': register the rules first (mtp gate freeze)");
+  const Json j = Json::parse(text, nullptr, false);
+  const auto str = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  };
+  Lock lock;
+  lock.rules_sha256 = str("rules_sha256");
+  lock.frozen_utc = str("frozen_utc");
+  if (lock.rules_sha256.size() != 64 || lock.frozen_utc.size() != 20 || !j.contains("inputs") ||
+      !j["inputs"].is_array())
+    return corrupt(path, ": not a gate lock (rules_sha256, frozen_utc and inputs expected)");
+  for (const auto& in : j["inputs"]) {
+    if (!in.is_object() || !in.contains("path") || !in["path"].is_string() || !in.contains("sha256") ||
+        !in["sha256"].is_string() || !in.contains("bytes") || !in["bytes"].is_number_unsigned())
+      return corrupt(path, ": an input without path, bytes and sha256");
+    lock.inputs.push_back({in["path"], in["bytes"].get<uint64_t>(), in["sha256"]});
+  }
+  return lock;
+}
+
+Status check_lock(const Rules& rules, const Lock& lock) {
+  if (rules.sha256 != lock.rules_sha256) {
+    return invalid_argument("the rules changed after they were frozen at ", lock.frozen_utc, " (sha256 ",
+                            rules.sha256.substr(0, 12), ", locked ", lock.rules_sha256.substr(0, 12),
+                            "): a gate is registered before its results; freeze new rules under a new name");
+  }
+  for (const LockedInput& in : lock.inputs) {
+    uint64_t bytes = 0;
+    MTP_ASSIGN_OR_RETURN(std::string sha, sha256_file(in.path, &bytes));
+    if (sha != in.sha256 || bytes != in.bytes)
+      return invalid_argument("input '", in.path, "' changed since the rules were frozen at ",
+                              lock.frozen_utc);
+  }
+  return Status::Ok();
+}
+
+}  // namespace mtp::gate
