@@ -72,9 +72,11 @@ void MtpDrafter::resume(int32_t seq, int64_t pos, std::span<const float> hidden)
   s.seed_pos = -1;
 }
 
-Expected<int64_t> MtpDrafter::settle(int32_t seq) {
+Expected<int64_t> MtpDrafter::settle(int32_t seq, int64_t max_rows) {
   const SeqState& s = seqs_.at(static_cast<size_t>(seq));
   if (!s.track) return int64_t{0};
+  // Pending rows start at pos_begin; every row before it is in the MTP KV.
+  if (static_cast<int64_t>(s.tokens.size()) > max_rows) return s.pos_begin;
   MTP_RETURN_IF_ERROR(sync(seq));
   return s.next_pos;
 }

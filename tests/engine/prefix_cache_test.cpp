@@ -328,6 +328,30 @@ TEST_F(PrefixCacheTest, RestoredStateEqualsStateFromScratch) {
   while (!cached->idle()) ASSERT_TRUE(cached->step(events).ok());
 }
 
+// Where a policy may pause drafting (here a cap of 0 drafting slots, so nothing drafts), a request is
+// published without running its stretch through the MTP block at the end: a later hit has no MTP rows, and
+// its output is still the cold engine's. Where every slot drafts, the rows are brought up to date as before.
+TEST_F(PrefixCacheTest, PausedDraftingPublishesWithoutCatchingUp) {
+  const std::vector<int32_t> p = ramp(100, 8);  // more catch-up rows than a publish runs when paused
+  auto cold = engine(true, 0);
+  for (int32_t cap : {-1, 0}) {
+    EngineOptions eo = cache_options(true, kPlenty);
+    eo.policy.max_drafting_slots = cap;
+    auto cached = engine(eo);
+    generate(*cached, p, greedy(0));
+    auto id = cached->submit(concat(p, {40, 41}), greedy(1));
+    ASSERT_TRUE(id.ok());
+    const int32_t seq = cached->seq_of(*id);
+    EXPECT_EQ(cached->memory().seq_pos(seq), 100) << "cap " << cap;
+    EXPECT_EQ(cached->memory().mtp_end(seq), cap < 0 ? 100 : 0) << "cap " << cap;
+    std::vector<SlotEvent> events;
+    while (!cached->idle()) ASSERT_TRUE(cached->step(events).ok());
+    const std::vector<int32_t> turn2 = concat(p, ramp(9, 2));
+    EXPECT_TRUE(same(generate(*cached, turn2, greedy(12)), generate(*cold, turn2, greedy(12))))
+        << "cap " << cap;
+  }
+}
+
 // Under a budget of a few checkpoints, a stream of sessions evicts; a long request running all along (its
 // blocks shared with the cache) still gives the cold output, the cache stays within its budget, and no
 // block leaks.

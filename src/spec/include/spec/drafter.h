@@ -62,10 +62,12 @@ class Drafter {
   virtual void resume(int32_t seq, int64_t pos, std::span<const float> hidden) {
     (void)seq, (void)pos, (void)hidden;
   }
-  // Before the sequence's state is published to the prefix cache: brings the memory's MTP rows up to date and
-  // returns the position before which they are exact rows of the observed history (0: none are).
-  virtual Expected<int64_t> settle(int32_t seq) {
-    (void)seq;
+  // Before the sequence's state is published to the prefix cache: brings the memory's MTP rows up to date when
+  // at most `max_rows` catch-up rows are pending (more are left undone: a stretch without drafting is not
+  // paid for at the end of a request), and returns the position before which they are exact rows of the
+  // observed history (0: none are).
+  virtual Expected<int64_t> settle(int32_t seq, int64_t max_rows) {
+    (void)seq, (void)max_rows;
     return int64_t{0};
   }
   // Fills task.draft for every task. Fails only on an engine error (the sequence's state is then unusable).

@@ -34,7 +34,7 @@ class MtpDrafter final : public Drafter {
                  std::span<const float> hidden) override;
   Status draft(std::span<DraftTask> tasks) override;
   void resume(int32_t seq, int64_t pos, std::span<const float> hidden) override;
-  Expected<int64_t> settle(int32_t seq) override;
+  Expected<int64_t> settle(int32_t seq, int64_t max_rows) override;
 
   // Runs the sequence's pending catch-up rows now, so the MTP KV holds every pair up to the last observed
   // row (tests compare it with plain decoding).
