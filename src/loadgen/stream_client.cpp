@@ -222,6 +222,16 @@ Expected<std::unique_ptr<StreamClient>> StreamClient::create(const ClientOptions
 }
 
 void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRecord& r) {
+  // A kept-alive connection the server closed after its last response (llama-server does, after a stream)
+  // fails at once with no byte of answer: the request never reached a live connection, so it goes again,
+  // once, on a fresh one. Any other failure, or one after a response began, is the request's.
+  const RequestRecord blank = r;
+  if (!run_attempt(req, clock, r)) return;
+  r = blank;
+  run_attempt(req, clock, r);
+}
+
+bool StreamClient::run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r) {
   Stream s(clock, r);
   httplib::Request hr;
   hr.method = "POST";
@@ -240,6 +250,8 @@ void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRec
   r.end_ns = clock.now_ns();
   if (res && r.http_status == 0) r.http_status = res->status;
   conclude(s, res);
+  return !res && (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write) &&
+         r.http_status == 0;
 }
 
 Expected<std::string> StreamClient::first_model() {

@@ -2,6 +2,14 @@
 // timings, and every failure as a record with a message.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
 #include "fake_server.h"
 #include "loadgen/stream_client.h"
 
@@ -35,6 +43,90 @@ RequestRecord run_once(const std::string& url, double timeout_s = 30) {
   req.max_tokens = 16;
   (*client)->run(req, clock, r);
   return r;
+}
+
+// A raw HTTP server that answers the first request of each connection (a complete SSE stream, keep-alive) and
+// closes the connection, without a byte of answer, when the next request arrives on it: what a client sees
+// when the server closes a kept-alive connection just as a request goes out (llama-server after a stream).
+class OneAnswerPerConnection {
+ public:
+  OneAnswerPerConnection() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 8);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~OneAnswerPerConnection() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int answered() const { return answered_; }
+
+ private:
+  // Reads one request (headers and a Content-Length body); false when the peer closed.
+  static bool read_request(int c) {
+    std::string in;
+    char buf[4096];
+    size_t need = std::string::npos;
+    while (need == std::string::npos || in.size() < need) {
+      const ssize_t n = ::read(c, buf, sizeof buf);
+      if (n <= 0) return false;
+      in.append(buf, static_cast<size_t>(n));
+      const size_t end = in.find("\r\n\r\n");
+      if (need == std::string::npos && end != std::string::npos) {
+        const size_t cl = in.find("Content-Length: ");
+        need = end + 4 + (cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16)));
+      }
+    }
+    return true;
+  }
+  void serve() {
+    for (;;) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      if (read_request(c)) {
+        std::string body;
+        for (const ScriptedChunk& k : two_delta_script()) body += "data: " + k.data + "\n\n";
+        const std::string head =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: keep-alive\r\n"
+            "Content-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n";
+        const std::string out = head + body;
+        if (::write(c, out.data(), out.size()) == static_cast<ssize_t>(out.size())) ++answered_;
+        read_request(c);  // the next request on this connection: closed unanswered
+      }
+      ::close(c);
+    }
+  }
+
+  int fd_ = -1, port_ = 0;
+  std::atomic<int> answered_{0};
+  std::thread thread_;
+};
+
+// The request after a closed kept-alive connection goes again on a fresh one (once), and succeeds.
+TEST(StreamClient, RequestOnAConnectionTheServerClosedIsSentAgain) {
+  OneAnswerPerConnection server;
+  auto client = StreamClient::create({server.url(), "", 30});
+  ASSERT_TRUE(client.ok());
+  RunClock clock;
+  ChatRequest req;
+  req.prompt = "hello";
+  for (int i = 0; i < 4; ++i) {
+    RequestRecord r;
+    (*client)->run(req, clock, r);
+    EXPECT_TRUE(r.ok) << "request " << i << ": " << r.error;
+    EXPECT_EQ(r.completion_tokens, 3) << "request " << i;
+  }
+  EXPECT_EQ(server.answered(), 4);
 }
 
 TEST(StreamClient, MeasuresTtftAndSplitsTokensByCharacters) {

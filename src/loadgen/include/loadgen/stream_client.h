@@ -50,6 +50,9 @@ class StreamClient {
   Expected<std::string> first_model();
 
  private:
+  // One try; true when it failed at once on a kept-alive connection the server had closed.
+  bool run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
