@@ -30,6 +30,7 @@ CommandRunner register_bench(CLI::App& app);
 CommandRunner register_report(CLI::App& app);
 CommandRunner register_replay(CLI::App& app);
 CommandRunner register_gate(CLI::App& app);
+CommandRunner register_tune(CLI::App& app);
 
 // Prints "mtp <command>: <message>" on stderr and returns the exit code that fits the status.
 int report_error(const std::string& command, const Status& status);

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   add(register_report);
   add(register_replay);
   add(register_gate);
+  add(register_tune);
 
   // git-style: `mtp help [CMD]` prints the help; a first word that is no command is named, with the list.
   auto find = [&](const std::string& name) -> CLI::App* {
