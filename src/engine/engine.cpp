@@ -463,6 +463,12 @@ int32_t Engine::n_busy() const {
   return static_cast<int32_t>(std::count_if(impl_->slots.begin(), impl_->slots.end(),
                                             [](const Slot& s) { return s.state != SlotState::kFree; }));
 }
+int32_t Engine::slot_of(uint64_t request_id) const {
+  for (size_t k = 0; k < impl_->slots.size(); ++k)
+    if (impl_->slots[k].state != SlotState::kFree && impl_->slots[k].id == request_id)
+      return static_cast<int32_t>(k);
+  return -1;
+}
 const EngineOptions& Engine::options() const {
   return impl_->opt;
 }

@@ -297,6 +297,12 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
     const bool llama = std::string_view(name) == "n_predict";
     const Json* j = field(body, name);
     if (llama && j && j->is_number_integer() && j->get<int64_t>() == -1) continue;
+    if (llama && j && j->is_number_integer() && j->get<int64_t>() < 1)
+      return bad_request(
+          str_cat("'n_predict' must be -1 (until an end token or the context is full) or at least "
+                  "1, got ",
+                  j->get<int64_t>()),
+          name);
     MTP_API_TRY(get_int(body, name, 1, std::numeric_limits<int64_t>::max(), i));
     // Over the context is the same error, with the same code, as a prompt plus max_tokens over it
     // (server.cpp).
@@ -396,6 +402,23 @@ std::optional<ApiError> parse_completion_request(const Json& body, const Request
   } else {
     return wrong_type("prompt", "a string or an array of token ids", *one);
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_native_completion_request(const Json& body, const RequestDefaults& d,
+                                                        int32_t n_slots, GenerationParams& out) {
+  MTP_API_TRY(parse_completion_request(body, d, out));
+  std::optional<bool> return_tokens;
+  MTP_API_TRY(get_bool(body, "return_tokens", return_tokens));
+  out.return_tokens = return_tokens.value_or(false);
+  std::optional<int64_t> id_slot;
+  MTP_API_TRY(get_int(body, "id_slot", std::numeric_limits<int64_t>::min(),
+                      std::numeric_limits<int64_t>::max(), id_slot));
+  if (id_slot && (*id_slot < -1 || *id_slot >= n_slots))
+    return bad_request(
+        str_cat("'id_slot' must be -1 (any slot) or a slot id from 0 to ", n_slots - 1, ", got ", *id_slot),
+        "id_slot");
+  out.id_slot = id_slot.value_or(-1);
   return std::nullopt;
 }
 

@@ -51,13 +51,23 @@ void RequestChannel::push(Update u) {
 }
 
 struct EngineLoop::Active {
-  Active(const Tokenizer& tok, Pending p) : ch(std::move(p.ch)), decoder(tok), stop(std::move(p.job.stop)) {
+  Active(const Tokenizer& tok, Pending p, int32_t slot)
+      : ch(std::move(p.ch)),
+        decoder(tok),
+        stop(std::move(p.job.stop)),
+        slot(slot),
+        max_tokens(p.job.options.max_tokens),
+        may_draft(p.job.may_draft) {
     n_prompt = static_cast<int64_t>(p.job.prompt.size());
   }
   std::shared_ptr<RequestChannel> ch;
   StreamDecoder decoder;
   std::vector<std::string> stop;
-  std::string held;  // decoded text not yet released (it may begin a stop string)
+  std::string held;       // decoded text not yet released (it may begin a stop string)
+  std::string stop_word;  // the stop string that ended it
+  int32_t slot = -1;      // -1 until the backend or an event names it
+  int64_t max_tokens = -1;
+  bool may_draft = false;
   int64_t n_prompt = 0;
   int64_t n_generated = 0;
   Timer since_submit;
@@ -143,6 +153,52 @@ void EngineLoop::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::vector<SlotInfo> EngineLoop::slots() const {
+  std::lock_guard<std::mutex> lock(waker_->mu);
+  if (!slots_.empty()) return slots_;
+  std::vector<SlotInfo> idle(static_cast<size_t>(n_slots_));  // before the first publication
+  for (int32_t k = 0; k < n_slots_; ++k) idle[static_cast<size_t>(k)].id = k;
+  return idle;
+}
+
+std::vector<SlotInfo> EngineLoop::slot_view() const {
+  std::vector<SlotInfo> view(static_cast<size_t>(n_slots_));
+  for (int32_t k = 0; k < n_slots_; ++k) {
+    view[static_cast<size_t>(k)].id = k;
+    if (static_cast<size_t>(k) < last_in_slot_.size()) {
+      view[static_cast<size_t>(k)].last = last_in_slot_[static_cast<size_t>(k)].last;
+      view[static_cast<size_t>(k)].last_finish_reason =
+          last_in_slot_[static_cast<size_t>(k)].last_finish_reason;
+    }
+  }
+  auto fill = [](SlotInfo& s, uint64_t id, const Active& a, bool known) {
+    s.is_processing = true;
+    s.id_task = static_cast<int64_t>(id);
+    s.n_prompt = a.n_prompt;
+    s.n_decoded = a.n_generated;
+    s.n_remain = a.max_tokens < 0 ? -1 : std::max<int64_t>(a.max_tokens - a.n_generated, 0);
+    s.speculative = a.may_draft;
+    s.slot_known = known;
+  };
+  std::vector<std::pair<uint64_t, const Active*>> unplaced;
+  for (const auto& [id, a] : active_) {
+    const bool in_range = a->slot >= 0 && a->slot < n_slots_;
+    if (in_range && !view[static_cast<size_t>(a->slot)].is_processing) {
+      fill(view[static_cast<size_t>(a->slot)], id, *a, true);
+    } else {
+      unplaced.emplace_back(id, a.get());
+    }
+  }
+  // Requests whose slot is not known yet take the first free ones, as the engine assigns them.
+  size_t next = 0;
+  for (const auto& [id, a] : unplaced) {
+    while (next < view.size() && view[next].is_processing) ++next;
+    if (next == view.size()) break;
+    fill(view[next], id, *a, false);
+  }
+  return view;
+}
+
 Gauges EngineLoop::gauges() const {
   std::lock_guard<std::mutex> lock(waker_->mu);
   Gauges g;
@@ -199,9 +255,11 @@ void EngineLoop::run() {
     }
     if (active_.empty()) {
       std::optional<PrefixCacheStats> cache = backend_.cache_stats();  // cancels publish too
+      std::vector<SlotInfo> view = slot_view();
       std::lock_guard<std::mutex> lock(waker_->mu);
       busy_ = 0;
       cache_stats_ = std::move(cache);
+      slots_ = std::move(view);
       waker_->cv.notify_all();
       continue;
     }
@@ -253,10 +311,12 @@ void EngineLoop::run() {
       finish(id, a, std::move(u), a.end_reason);
     }
     std::optional<PrefixCacheStats> cache = backend_.cache_stats();
+    std::vector<SlotInfo> view = slot_view();
     std::lock_guard<std::mutex> lock(waker_->mu);
     busy_ = static_cast<int32_t>(active_.size());
     drafting_ = info.drafting;
     cache_stats_ = std::move(cache);
+    slots_ = std::move(view);
     waker_->cv.notify_all();
   }
 }
@@ -268,7 +328,7 @@ void EngineLoop::admit(std::deque<Pending>& batch) {
     std::vector<int32_t> prompt = p.job.prompt;
     Expected<uint64_t> id = backend_.submit(std::move(prompt), p.job.options);
     if (id.ok()) {
-      active_.emplace(*id, std::make_unique<Active>(tokenizer_, std::move(p)));
+      active_.emplace(*id, std::make_unique<Active>(tokenizer_, std::move(p), backend_.slot_of(*id)));
       publish_busy();
       continue;
     }
@@ -316,7 +376,10 @@ size_t partial_stop_suffix(std::string_view text, const std::vector<std::string>
 
 void EngineLoop::release_text(Active& a, Update& u, bool final) {
   size_t stop_at = std::string::npos;
-  for (const std::string& s : a.stop) stop_at = std::min(stop_at, a.held.find(s));
+  for (const std::string& s : a.stop) {
+    const size_t at = a.held.find(s);
+    if (at < stop_at) stop_at = at, a.stop_word = s;
+  }
   if (stop_at != std::string::npos) {
     u.text += a.held.substr(0, stop_at);
     a.held.clear();
@@ -333,6 +396,7 @@ void EngineLoop::handle_event(SlotEvent& ev) {
   auto it = active_.find(ev.request_id);
   if (it == active_.end()) return;
   Active& a = *it->second;
+  if (a.slot < 0) a.slot = ev.slot;
   Update u;
   int64_t n_new = 0;
   for (GeneratedToken& t : ev.tokens) {
@@ -395,6 +459,12 @@ void EngineLoop::finish(uint64_t id, Active& a, Update u, std::string reason) {
     u.error = a.end_error;
   } else {
     u.finish_reason = reason;
+    u.stop_word = a.stop_word;
+  }
+  if (a.slot >= 0 && a.slot < n_slots_) {
+    last_in_slot_.resize(static_cast<size_t>(n_slots_));
+    last_in_slot_[static_cast<size_t>(a.slot)].last = u.timings;
+    last_in_slot_[static_cast<size_t>(a.slot)].last_finish_reason = a.end_error ? "error" : reason;
   }
   metrics_.on_finish(reason, u.timings);
   std::shared_ptr<RequestChannel> ch = std::move(a.ch);
@@ -404,8 +474,10 @@ void EngineLoop::finish(uint64_t id, Active& a, Update u, std::string reason) {
 }
 
 void EngineLoop::publish_busy() {
+  std::vector<SlotInfo> view = slot_view();
   std::lock_guard<std::mutex> lock(waker_->mu);
   busy_ = static_cast<int32_t>(active_.size());
+  slots_ = std::move(view);
   waker_->cv.notify_all();
 }
 

@@ -106,24 +106,29 @@ Json ResponseBuilder::chunk_base() const {
   return j;
 }
 
-Json ResponseBuilder::logprobs_json(const std::vector<GeneratedToken>& tokens) {
-  auto bytes = [](const std::string& s) {
-    Json b = Json::array();
-    for (unsigned char c : s) b.push_back(static_cast<int>(c));
-    return b;
+Json token_logprob_json(const Tokenizer& tokenizer, const GeneratedToken& t, bool with_ids) {
+  auto entry = [&](int32_t id, float logprob) {
+    const std::string& piece = tokenizer.piece(id);
+    Json bytes = Json::array();
+    for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+    Json e = Json::object();
+    if (with_ids) e["id"] = id;
+    e["token"] = piece;
+    e["logprob"] = logprob;
+    e["bytes"] = std::move(bytes);
+    return e;
   };
+  Json j = entry(t.id, t.logprob);
+  Json top = Json::array();
+  for (const TokenLogprob& c : t.top) top.push_back(entry(c.id, c.logprob));
+  j["top_logprobs"] = std::move(top);
+  return j;
+}
+
+Json ResponseBuilder::logprobs_json(const std::vector<GeneratedToken>& tokens) {
   if (chat()) {
     Json content = Json::array();
-    for (const GeneratedToken& t : tokens) {
-      const std::string& piece = tokenizer_.piece(t.id);
-      Json top = Json::array();
-      for (const TokenLogprob& c : t.top) {
-        const std::string& p = tokenizer_.piece(c.id);
-        top.push_back(Json{{"token", p}, {"logprob", c.logprob}, {"bytes", bytes(p)}});
-      }
-      content.push_back(
-          Json{{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", top}});
-    }
+    for (const GeneratedToken& t : tokens) content.push_back(token_logprob_json(tokenizer_, t, false));
     return Json{{"content", content}};
   }
   Json j = Json{{"tokens", Json::array()},
@@ -156,7 +161,8 @@ std::string ResponseBuilder::finish_reason() const {
   return reason_ == "length" ? "length" : "stop";
 }
 
-Json ResponseBuilder::role_chunk() const {
+std::optional<Json> ResponseBuilder::first_chunk() const {
+  if (!chat()) return std::nullopt;
   Json c = chunk_base();
   Json delta = Json{{"role", "assistant"}, {"content", ""}};
   c["choices"] =

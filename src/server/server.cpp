@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "server/format.h"
+#include "server/llama_api.h"
 
 namespace mtp::server {
 namespace {
@@ -30,11 +31,21 @@ void send_error(httplib::Response& res, const ApiError& e, int retry_after_s = 1
 // The route a path is counted under in /metrics (unknown paths share one label, so that scans cannot grow
 // the label set).
 std::string endpoint_label(const std::string& path) {
-  static const char* const kKnown[] = {
-      "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions",
-      "/apply-template", "/tokenize",    "/detokenize",          "/v1/models",
-      "/models",         "/health",      "/v1/health",           "/metrics",
-      "/props"};
+  static const char* const kKnown[] = {"/v1/completions",
+                                       "/completions",
+                                       "/v1/chat/completions",
+                                       "/chat/completions",
+                                       "/apply-template",
+                                       "/tokenize",
+                                       "/detokenize",
+                                       "/v1/models",
+                                       "/models",
+                                       "/health",
+                                       "/v1/health",
+                                       "/metrics",
+                                       "/props",
+                                       "/completion",
+                                       "/slots"};
   for (const char* k : kKnown)
     if (path == k) return k;
   return "other";
@@ -59,6 +70,9 @@ const char* status_text(int status) {
   }
 }
 
+// The request and response shapes a generation endpoint speaks.
+enum class Api { kCompletions, kChat, kNative };
+
 }  // namespace
 
 struct Server::Impl {
@@ -66,9 +80,9 @@ struct Server::Impl {
       : cfg(std::move(c)), backend(b), tok(t), tmpl(tm), loop(b, t, metrics, cfg.loop) {}
 
   void routes();
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void generate(const httplib::Request& req, httplib::Response& res, Api api);
   void stream(httplib::Response& res, std::shared_ptr<RequestChannel> ch, std::unique_ptr<GenerationParams> p,
-              int64_t n_prompt, std::optional<chat::OutputFormat> format, std::unique_ptr<TraceEntry> trace);
+              std::unique_ptr<ResponseFormatter> builder, std::unique_ptr<TraceEntry> trace);
   // Renders a chat body's messages; the error is a 400 naming the problem.
   std::optional<ApiError> render_chat(const GenerationParams& p, std::string& prompt) const;
   std::vector<int32_t> tokenize_prompt(const std::string& text) const;
@@ -138,13 +152,24 @@ std::optional<ApiError> Server::Impl::render_chat(const GenerationParams& p, std
   return std::nullopt;
 }
 
-void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, Api api) {
+  const bool chat = api == Api::kChat;
   Json body;
   auto p = std::make_unique<GenerationParams>();
   if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
-  if (auto e = chat ? parse_chat_request(body, cfg.defaults, *p)
-                    : parse_completion_request(body, cfg.defaults, *p))
-    return send_error(res, *e);
+  std::optional<ApiError> invalid;
+  switch (api) {
+    case Api::kChat:
+      invalid = parse_chat_request(body, cfg.defaults, *p);
+      break;
+    case Api::kCompletions:
+      invalid = parse_completion_request(body, cfg.defaults, *p);
+      break;
+    case Api::kNative:
+      invalid = parse_native_completion_request(body, cfg.defaults, loop.n_slots(), *p);
+      break;
+  }
+  if (invalid) return send_error(res, *invalid);
   if (!model_matches(p->model, model_id(), cfg.model_path)) {
     ApiError e = bad_request(
         str_cat("the model '", p->model, "' does not exist; this server serves '", model_id(), "'"), "model",
@@ -189,6 +214,8 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     p->options.max_tokens = n_ctx - n_prompt;
   job.options = p->options;
   job.stop = p->stop;
+  job.may_draft = cfg.defaults.drafting &&
+                  (p->options.speculative ? p->options.speculative->n_max : cfg.defaults.draft.n_max) > 0;
 
   auto submitted = loop.submit(std::move(job));
   if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e, cfg.loop.retry_after_s);
@@ -197,35 +224,39 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   std::unique_ptr<TraceEntry> trace;
   if (cfg.recorder)
     trace = std::make_unique<TraceEntry>(cfg.recorder, cfg.recorder->begin(body, chat), n_prompt);
-  if (p->stream)
-    return stream(res, std::move(ch), std::move(p), n_prompt, std::move(format), std::move(trace));
+  std::unique_ptr<ResponseFormatter> builder;
+  if (api == Api::kNative) {
+    builder = std::make_unique<NativeResponseBuilder>(*p, tok, model_id(), n_prompt, n_ctx);
+  } else {
+    builder = std::make_unique<ResponseBuilder>(*p, tok, model_id(), n_prompt, std::move(format));
+  }
+  if (p->stream) return stream(res, std::move(ch), std::move(p), std::move(builder), std::move(trace));
 
-  ResponseBuilder builder(*p, tok, model_id(), n_prompt, std::move(format));
   std::vector<Update> updates;
   for (;;) {
     updates.clear();
     ch->wait(updates, std::chrono::milliseconds(500));
     for (const Update& u : updates) {
       if (u.error) {
-        if (trace) trace->finish(builder.completion_tokens(), "error");
+        if (trace) trace->finish(builder->completion_tokens(), "error");
         return send_error(res, *u.error, cfg.loop.retry_after_s);
       }
-      builder.add(u);
+      builder->add(u);
       if (!u.done) continue;
-      if (trace) trace->finish(builder.completion_tokens(), builder.finish_reason());
-      for (const std::string& w : builder.warnings())
+      if (trace) trace->finish(builder->completion_tokens(), builder->finish_reason());
+      for (const std::string& w : builder->warnings())
         std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
-      return send_json(res, 200, builder.result());
+      return send_json(res, 200, builder->result());
     }
   }
 }
 
 void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel> ch,
-                          std::unique_ptr<GenerationParams> p, int64_t n_prompt,
-                          std::optional<chat::OutputFormat> format, std::unique_ptr<TraceEntry> trace) {
+                          std::unique_ptr<GenerationParams> p, std::unique_ptr<ResponseFormatter> builder,
+                          std::unique_ptr<TraceEntry> trace) {
   struct State {
-    std::unique_ptr<GenerationParams> params;
-    std::unique_ptr<ResponseBuilder> builder;
+    std::unique_ptr<GenerationParams> params;  // the builder refers to it
+    std::unique_ptr<ResponseFormatter> builder;
     std::shared_ptr<RequestChannel> ch;
     std::unique_ptr<TraceEntry> trace;  // null when not recording
     void record(const char* reason) {
@@ -239,8 +270,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
   auto st = std::make_shared<State>();
   st->params = std::move(p);
   st->trace = std::move(trace);
-  const bool chat = format.has_value();
-  st->builder = std::make_unique<ResponseBuilder>(*st->params, tok, model_id(), n_prompt, std::move(format));
+  st->builder = std::move(builder);
   st->ch = std::move(ch);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -248,13 +278,16 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
   // shutdown only between calls); the engine loop's cancel_all() ends it instead.
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, chat](size_t, httplib::DataSink& sink) {
+      [st](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
           st->ch->cancel();  // the client went away: free the slot
           return false;
         };
-        if (chat && !write(sse_event(st->builder->role_chunk()))) return false;
+        if (std::optional<Json> first = st->builder->first_chunk(); first && !write(sse_event(*first)))
+          return false;
+        // OpenAI's streams end with [DONE]; llama-server's /completion ends with its "stop": true event.
+        auto end = [&] { return !st->builder->ends_with_done() || write(kSseDone); };
         std::vector<Update> updates;
         for (;;) {
           updates.clear();
@@ -262,7 +295,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
           for (const Update& u : updates) {
             if (u.error) {
               st->record("error");
-              if (!write(sse_event(u.error->to_json())) || !write(kSseDone)) return false;
+              if (!write(sse_event(u.error->to_json())) || !end()) return false;
               sink.done();
               return true;
             }
@@ -272,7 +305,7 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
               st->record(nullptr);
               for (const std::string& w : st->builder->warnings())
                 std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
-              if (!write(kSseDone)) return false;
+              if (!end()) return false;
               sink.done();
               return true;
             }
@@ -331,12 +364,22 @@ void Server::Impl::routes() {
       std::fprintf(stderr, "mtp serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
   });
 
+  // llama-server serves its native API at /completions too; here that path is OpenAI's (as it always was),
+  // so the native one is /completion only.
   for (const char* path : {"/v1/completions", "/completions"})
-    http.Post(path,
-              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+    http.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      generate(req, res, Api::kCompletions);
+    });
   for (const char* path : {"/v1/chat/completions", "/chat/completions"})
-    http.Post(path,
-              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+    http.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      generate(req, res, Api::kChat);
+    });
+  http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(req, res, Api::kNative);
+  });
+  http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, slots_json(loop.slots(), cfg.defaults.n_ctx));
+  });
   http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
     Json body;
     GenerationParams p;
@@ -412,6 +455,7 @@ void Server::Impl::routes() {
     j["queue_length"] = g.queue_length;
     j["chat_template"] = tmpl.source();
     j["chat_template_builtin_chatml"] = tmpl.is_fallback();
+    add_llama_props(j, cfg.defaults);
     send_json(res, 200, j);
   });
 }

@@ -379,6 +379,7 @@ int serve(ServeArgs& a) {
   d.seed = a.seed;
   d.n_predict = a.n_predict;
   d.draft = eo.draft;
+  d.drafting = eo.spec == SpecType::kMtp;
   d.draft_vocab = eo.draft_vocab;
   d.n_ctx = a.n_ctx;
   d.reasoning_format =

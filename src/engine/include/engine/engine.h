@@ -176,6 +176,9 @@ class Engine {
   bool idle() const;
   int32_t n_slots() const;
   int32_t n_busy() const;
+  // The slot a running request occupies (SlotEvent::slot), -1 when unknown or finished: /slots reports a
+  // request from its submission on, before its first event names the slot.
+  int32_t slot_of(uint64_t request_id) const;
   const EngineOptions& options() const;
   const EngineTotals& totals() const;
   const Model& model() const;

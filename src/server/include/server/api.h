@@ -45,6 +45,7 @@ struct RequestDefaults {
   int64_t seed = -1;
   int64_t n_predict = -1;   // < 0: until an end token or the context is full
   spec::DraftParams draft;  // the engine's per-request default, for partial overrides
+  bool drafting = false;    // the server drafts (--spec mtp), so a request drafts unless it turns it off
   int64_t draft_vocab = 0;  // the engine's --draft-vocab (0: none); a request may pick it or the full head
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::kDeepseek;
   std::optional<bool> enable_thinking;  // --reasoning on|off
@@ -69,6 +70,9 @@ struct GenerationParams {
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
+  // llama-server's /completion: the generated ids in the response; the slot asked for (-1: any).
+  bool return_tokens = false;
+  int64_t id_slot = -1;
   // /v1/chat/completions
   chat::ChatRequest chat;
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::kDeepseek;
@@ -81,6 +85,10 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& de
                                      GenerationParams& out);
 std::optional<ApiError> parse_completion_request(const Json& body, const RequestDefaults& defaults,
                                                  GenerationParams& out);
+// llama-server's native POST /completion: the /v1/completions fields (n_predict, n_probs, cache_prompt, ...)
+// plus return_tokens and id_slot, which must name one of `n_slots` slots or be -1.
+std::optional<ApiError> parse_native_completion_request(const Json& body, const RequestDefaults& defaults,
+                                                        int32_t n_slots, GenerationParams& out);
 // Also used by /apply-template (which needs only the messages, tools and template options).
 std::optional<ApiError> parse_chat_request(const Json& body, const RequestDefaults& defaults,
                                            GenerationParams& out);

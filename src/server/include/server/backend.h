@@ -23,6 +23,8 @@ class Backend {
   virtual bool idle() const = 0;
   virtual int32_t n_slots() const = 0;
   virtual int32_t n_busy() const = 0;
+  // The slot a running request occupies, -1 when unknown (then the first event that names it tells).
+  virtual int32_t slot_of(uint64_t request_id) const { return -1; }
   // The prefix cache's counters; none without a cache.
   virtual std::optional<PrefixCacheStats> cache_stats() const { return std::nullopt; }
 };
@@ -39,6 +41,7 @@ class EngineBackend final : public Backend {
   bool idle() const override { return engine_.idle(); }
   int32_t n_slots() const override { return engine_.n_slots(); }
   int32_t n_busy() const override { return engine_.n_busy(); }
+  int32_t slot_of(uint64_t request_id) const override { return engine_.slot_of(request_id); }
   std::optional<PrefixCacheStats> cache_stats() const override {
     if (engine_.prefix_cache() == nullptr) return std::nullopt;
     return engine_.prefix_cache()->stats();

@@ -32,6 +32,7 @@ struct GenerationJob {
   std::vector<int32_t> prompt;
   RequestOptions options;
   std::vector<std::string> stop;  // generation ends before the first occurrence of any of these
+  bool may_draft = false;         // for /slots: the server drafts and the request did not turn it off
 };
 
 // What the engine thread sends to the thread that serves a request.
@@ -40,6 +41,7 @@ struct Update {
   std::vector<GeneratedToken> tokens;  // tokens generated since the last update
   bool done = false;
   std::string finish_reason;      // on done: "stop", "length" or "cancelled"
+  std::string stop_word;          // on done: the stop string that ended the request ("" otherwise)
   std::optional<ApiError> error;  // on done: the request failed (finish_reason is then empty)
   RequestTimings timings;         // on done
 };
@@ -66,6 +68,22 @@ class RequestChannel {
   std::condition_variable cv_;
   std::deque<Update> updates_;
   bool cancelled_ = false;
+};
+
+// One slot as GET /slots shows it: the request running in it now, and what the last one that finished there
+// did (its timings arrive only when it ends).
+struct SlotInfo {
+  int32_t id = 0;
+  bool is_processing = false;
+  int64_t id_task = -1;      // the running request's engine id; -1 when idle
+  int64_t n_prompt = 0;      // the running request's prompt tokens
+  int64_t n_decoded = 0;     // tokens it generated so far
+  int64_t n_remain = -1;     // tokens it may still generate (max_tokens - n_decoded)
+  bool speculative = false;  // it may draft
+  // Why the slot was assumed: a request whose slot the backend did not name yet is shown in a free one.
+  bool slot_known = true;
+  std::optional<RequestTimings> last;  // the last request that finished in this slot
+  std::string last_finish_reason;
 };
 
 struct LoopOptions {
@@ -98,6 +116,9 @@ class EngineLoop {
   void stop();
 
   Gauges gauges() const;
+  int32_t n_slots() const { return n_slots_; }
+  // One entry per slot, as of the last engine step (or admission, or finish).
+  std::vector<SlotInfo> slots() const;
   bool healthy() const;
   const LoopOptions& options() const { return opt_; }
 
@@ -115,7 +136,8 @@ class EngineLoop {
   void release_text(Active& a, Update& u, bool final);
   void finish(uint64_t id, Active& a, Update u, std::string reason);
   void fail_all(const ApiError& error);
-  void publish_busy();  // busy_ = active_.size(), for the gauges and wait_idle()
+  void publish_busy();  // busy_ = active_.size() and the slot view, for the gauges, /slots and wait_idle()
+  std::vector<SlotInfo> slot_view() const;  // engine thread: from active_ and last_in_slot_
 
   Backend& backend_;
   const int32_t n_slots_;  // read once: other threads never call the backend
@@ -131,9 +153,11 @@ class EngineLoop {
   int32_t busy_ = 0;
   int32_t drafting_ = 0;
   std::optional<PrefixCacheStats> cache_stats_;
+  std::vector<SlotInfo> slots_;
   std::thread thread_;
   // Engine thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;
+  std::vector<SlotInfo> last_in_slot_;  // per slot: only `last` and `last_finish_reason` are used
   uint64_t steps_ = 0;
 };
 

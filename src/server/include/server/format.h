@@ -25,12 +25,38 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 std::string make_response_id(const char* prefix);
 
 Json timings_json(const RequestTimings& t);
+// One generated token with its log-probability and alternatives: {"id" (with_ids), "token", "logprob",
+// "bytes", "top_logprobs": [{"id", "token", "logprob", "bytes"}, ...]} (OpenAI chat's shape; llama-server's
+// completion_probabilities add the ids).
+Json token_logprob_json(const Tokenizer& tokenizer, const GeneratedToken& t, bool with_ids);
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, const CacheUse& cache = {});
 // One line on what the prefix cache did for a request, and why it did not reuse more.
 std::string cache_summary(const RequestTimings& timings);
 
-// Builds one request's response from the engine thread's updates, whole or as stream chunks.
-class ResponseBuilder {
+// Builds one request's response from the engine thread's updates, whole or as stream chunks, in the shape
+// of one API: the HTTP side drives every endpoint's requests through this interface.
+class ResponseFormatter {
+ public:
+  virtual ~ResponseFormatter() = default;
+  // Streaming: the chunks to send for this update (each one SSE event), the final ones included when the
+  // update is the last one.
+  virtual std::vector<Json> chunks(const Update& u) = 0;
+  // A chunk sent before any token (chat's assistant role), if the API has one.
+  virtual std::optional<Json> first_chunk() const { return std::nullopt; }
+  // Whether a stream ends with "data: [DONE]" (OpenAI's convention; llama-server's /completion has none).
+  virtual bool ends_with_done() const { return true; }
+  // Not streaming: accumulates updates; result() once the last one was added.
+  virtual void add(const Update& u) = 0;
+  virtual Json result() const = 0;
+  // As recorded in traces: "stop", "length" or "tool_calls".
+  virtual std::string finish_reason() const = 0;
+  // Tokens generated so far.
+  virtual int64_t completion_tokens() const = 0;
+  virtual const std::vector<std::string>& warnings() const = 0;
+};
+
+// OpenAI's completion and chat completion objects.
+class ResponseBuilder final : public ResponseFormatter {
  public:
   // `format` is set for chat requests (the reply is parsed into content, reasoning_content and tool_calls).
   ResponseBuilder(const GenerationParams& params, const Tokenizer& tokenizer, std::string model,
@@ -38,19 +64,17 @@ class ResponseBuilder {
 
   // Streaming: the chunks to send for this update (each one SSE event), including the final chunk (and the
   // usage chunk when stream_options.include_usage) when the update is the last one.
-  std::vector<Json> chunks(const Update& u);
+  std::vector<Json> chunks(const Update& u) override;
   // The first chunk of a chat stream (the assistant role), sent before any token.
-  Json role_chunk() const;
+  std::optional<Json> first_chunk() const override;
 
-  // Not streaming: accumulates updates; result() once the last one was added.
-  void add(const Update& u);
-  Json result() const;
+  void add(const Update& u) override;
+  Json result() const override;
 
   // "stop", "length" or "tool_calls" (chat replies that produced tool calls).
-  std::string finish_reason() const;
-  // Tokens generated so far.
-  int64_t completion_tokens() const { return n_generated_; }
-  const std::vector<std::string>& warnings() const { return warnings_; }
+  std::string finish_reason() const override;
+  int64_t completion_tokens() const override { return n_generated_; }
+  const std::vector<std::string>& warnings() const override { return warnings_; }
 
  private:
   bool chat() const { return parser_.has_value(); }

@@ -5,6 +5,7 @@
 //   POST /v1/completions, /v1/chat/completions (also without /v1)   streaming (SSE) and not
 //   POST /apply-template      {"prompt": "..."} for a chat body, as llama-server answers
 //   POST /tokenize, /detokenize
+//   POST /completion          llama-server's native completion API (llama_api.h); GET /slots
 //   GET  /v1/models (/models), /health (/v1/health), /metrics, /props
 // Every error is OpenAI-shaped JSON (api.h). With an API key, every endpoint but /health and /v1/models needs
 // "Authorization: Bearer KEY" (or "X-Api-Key: KEY").
