@@ -281,6 +281,12 @@ std::optional<ApiError> native(const std::string& body, GenerationParams* out = 
   return e;
 }
 
+// The field a refusal names, or "(accepted)".
+std::string refused_param(const std::string& body) {
+  std::optional<ApiError> e = native(body);
+  return e ? e->param : "(accepted)";
+}
+
 TEST(NativeApiParseTest, FieldsAndRanges) {
   GenerationParams p;
   ASSERT_FALSE(native(R"({"prompt": "a", "return_tokens": true, "id_slot": 3, "n_predict": -1})", &p));
@@ -294,11 +300,12 @@ TEST(NativeApiParseTest, FieldsAndRanges) {
   EXPECT_EQ(p.options.max_tokens, 7);
   EXPECT_FALSE(p.return_tokens);
   EXPECT_EQ(p.id_slot, -1);
-  EXPECT_EQ(native(R"({"prompt": "a", "id_slot": 4})")->param, "id_slot");
-  EXPECT_EQ(native(R"({"prompt": "a", "id_slot": 1.5})")->param, "id_slot");
-  EXPECT_EQ(native(R"({"prompt": "a", "n_predict": -5})")->param, "n_predict");
-  EXPECT_EQ(native(R"({"prompt": true})")->param, "prompt");
-  EXPECT_EQ(native(R"({})")->param, "prompt");
+  EXPECT_EQ(refused_param(R"({"prompt": "a", "id_slot": 4})"), "id_slot");
+  EXPECT_EQ(refused_param(R"({"prompt": "a", "id_slot": 1.5})"), "id_slot");
+  EXPECT_EQ(refused_param(R"({"prompt": "a", "n_predict": -5})"), "n_predict");
+  EXPECT_EQ(refused_param(R"({"prompt": "a", "n_predict": 0})"), "n_predict");
+  EXPECT_EQ(refused_param(R"({"prompt": true})"), "prompt");
+  EXPECT_EQ(refused_param(R"({})"), "prompt");
 }
 
 }  // namespace
