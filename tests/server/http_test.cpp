@@ -441,6 +441,70 @@ TEST_F(HttpTest, ClientDisconnectFreesSlot) {
             std::string::npos);
 }
 
+// llama-server's /completion over exact replies: an end token gives stop_type "eos", n_predict "limit", a
+// stop string "word" (the text ends before it); a stream ends with its "stop": true event, no [DONE].
+TEST_F(HttpTest, NativeCompletionStopTypes) {
+  start();
+  set_reply("Hello there, world");
+  auto complete = [&](const Json& body) {
+    HttpResponse r = http_post(port_, "/completion", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json(r.body);
+  };
+  Json j = complete(Json{{"prompt", "The model"}, {"return_tokens", true}});
+  EXPECT_EQ(j["content"], "Hello there, world");
+  EXPECT_EQ(j["stop_type"], "eos");
+  EXPECT_EQ(j["stopping_word"], "");
+  EXPECT_EQ(j["tokens"], Json(encode(reply_)));
+  EXPECT_EQ(j["tokens_predicted"], static_cast<int64_t>(encode(reply_).size()));
+  j = complete(Json{{"prompt", "The model"}, {"n_predict", 2}});
+  EXPECT_EQ(j["stop_type"], "limit");
+  EXPECT_EQ(j["tokens_predicted"], 2);
+  EXPECT_EQ(j["truncated"], false);
+  j = complete(Json{{"prompt", "The model"}, {"stop", {", w", "zz"}}});
+  EXPECT_EQ(j["stop_type"], "word");
+  EXPECT_EQ(j["stopping_word"], ", w");
+  EXPECT_EQ(j["content"], "Hello there");
+  HttpResponse r = http_post(port_, "/completion", R"({"prompt": "The model", "stream": true})");
+  std::vector<std::string> data = sse_data(r.body);
+  ASSERT_FALSE(data.empty());
+  std::string text;
+  for (size_t i = 0; i + 1 < data.size(); ++i) text += json(data[i])["content"].get<std::string>();
+  EXPECT_EQ(text, reply_);
+  EXPECT_EQ(json(data.back())["stop"], true);
+  EXPECT_EQ(json(data.back())["stop_type"], "eos");
+}
+
+// /slots while two requests run on a backend that never names their slots: each is shown in its own slot,
+// the second where the engine would put it (the first free one), marked as assumed.
+TEST_F(HttpTest, SlotsShowRunningRequests) {
+  start({}, /*n_slots=*/3);
+  backend_->step_delay_ms = 5;
+  set_reply(std::string(3000, 'b'));
+  HttpConnection a(port_), b(port_);
+  for (HttpConnection* c : {&a, &b}) {
+    c->send("POST", "/completion", R"({"prompt": "a", "stream": true})");
+    ASSERT_EQ(c->read_head().status, 200);
+  }
+  Json slots;
+  auto processing = [&] {
+    int n = 0;
+    for (const Json& s : slots) n += s["is_processing"].get<bool>() ? 1 : 0;
+    return n;
+  };
+  EXPECT_TRUE(wait_for([&] {
+    slots = json(http_get(port_, "/slots").body);
+    return processing() == 2 && slots[0]["next_token"]["n_decoded"].get<int64_t>() > 0;
+  })) << slots.dump();
+  ASSERT_EQ(slots.size(), 3u);
+  EXPECT_TRUE(slots[0]["is_processing"].get<bool>());
+  EXPECT_TRUE(slots[1]["is_processing"].get<bool>());
+  EXPECT_FALSE(slots[2]["is_processing"].get<bool>());
+  EXPECT_NE(slots[0]["id_task"], slots[1]["id_task"]);
+  EXPECT_EQ(slots[0]["slot_known"].get<bool>() + slots[1]["slot_known"].get<bool>(), 1) << slots.dump();
+  EXPECT_EQ(slots[2]["id_task"], -1);
+}
+
 // Shutdown while streaming: the stream ends with a proper error event and [DONE], new connections are
 // refused, and shutdown returns within the timeout.
 TEST_F(HttpTest, ShutdownWhileStreaming) {
