@@ -73,6 +73,44 @@ TEST(EngineApi, CancelFreesTheSlotAndReportsIt) {
   engine->cancel(12345);  // unknown ids are ignored
 }
 
+// slot_of names a request's slot from submit on (before any event does, as /slots shows it), the same one
+// its events carry, and -1 once it ended or for an unknown id; a freed slot is the next request's.
+TEST(EngineApi, SlotOfMatchesTheEvents) {
+  RequestOptions ro;
+  ro.max_tokens = 4;
+  ro.ignore_eos = true;
+  auto model = Model::load(structured_model(GgmlType::Q8_0));
+  ASSERT_TRUE(model.ok());
+  ThreadPool pool(2);
+  auto engine = engine_for(*model, pool, true, 256, 3);
+  auto a = engine->submit({40, 41, 42}, ro);
+  auto b = engine->submit({43, 44}, ro);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(engine->slot_of(*a), 0);
+  EXPECT_EQ(engine->slot_of(*b), 1);
+  EXPECT_EQ(engine->slot_of(12345), -1);
+  engine->cancel(*a);
+  EXPECT_EQ(engine->slot_of(*a), -1);
+  auto c = engine->submit({45}, ro);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(engine->slot_of(*c), 0);
+  std::vector<SlotEvent> events;
+  int checked = 0;
+  while (!engine->idle()) {
+    events.clear();
+    ASSERT_TRUE(engine->step(events).ok());
+    for (const SlotEvent& ev : events) {
+      if (ev.finish != FinishReason::kNone) {
+        EXPECT_EQ(engine->slot_of(ev.request_id), -1);
+        continue;
+      }
+      EXPECT_EQ(ev.slot, engine->slot_of(ev.request_id));
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // Without max_tokens a request stops when its next position would not fit the context; drafting or not.
 TEST(EngineApi, ContextLimitEndsWithLength) {
   auto model = Model::load(structured_model(GgmlType::Q8_0));
