@@ -182,6 +182,7 @@ std::vector<SlotInfo> EngineLoop::slot_view() const {
   };
   std::vector<std::pair<uint64_t, const Active*>> unplaced;
   for (const auto& [id, a] : active_) {
+    if (a->ended) continue;  // the engine freed its slot already; only its final event is awaited
     const bool in_range = a->slot >= 0 && a->slot < n_slots_;
     if (in_range && !view[static_cast<size_t>(a->slot)].is_processing) {
       fill(view[static_cast<size_t>(a->slot)], id, *a, true);
@@ -463,7 +464,7 @@ void EngineLoop::finish(uint64_t id, Active& a, Update u, std::string reason) {
   }
   if (a.slot >= 0 && a.slot < n_slots_) {
     last_in_slot_.resize(static_cast<size_t>(n_slots_));
-    last_in_slot_[static_cast<size_t>(a.slot)].last = u.timings;
+    last_in_slot_[static_cast<size_t>(a.slot)].last = std::make_shared<const RequestTimings>(u.timings);
     last_in_slot_[static_cast<size_t>(a.slot)].last_finish_reason = a.end_error ? "error" : reason;
   }
   metrics_.on_finish(reason, u.timings);

@@ -80,9 +80,10 @@ struct SlotInfo {
   int64_t n_decoded = 0;     // tokens it generated so far
   int64_t n_remain = -1;     // tokens it may still generate (max_tokens - n_decoded)
   bool speculative = false;  // it may draft
-  // Why the slot was assumed: a request whose slot the backend did not name yet is shown in a free one.
+  // False when the slot is assumed: a request whose slot the backend did not name yet is shown in a free one.
   bool slot_known = true;
-  std::optional<RequestTimings> last;  // the last request that finished in this slot
+  // The last request that finished in this slot (shared: the view is copied after every step).
+  std::shared_ptr<const RequestTimings> last;
   std::string last_finish_reason;
 };
 
