@@ -297,12 +297,11 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
     const bool llama = std::string_view(name) == "n_predict";
     const Json* j = field(body, name);
     if (llama && j && j->is_number_integer() && j->get<int64_t>() == -1) continue;
-    if (llama && j && j->is_number_integer() && j->get<int64_t>() < 1)
-      return bad_request(
-          str_cat("'n_predict' must be -1 (until an end token or the context is full) or at least "
-                  "1, got ",
-                  j->get<int64_t>()),
-          name);
+    // llama-server's -1 is "no limit"; 0 (evaluate the prompt only) has no counterpart here.
+    if (llama && j && j->is_number_integer() && j->get<int64_t>() < 1) {
+      const std::string range = "-1 (until an end token or the context is full) or at least 1";
+      return bad_request(str_cat("'n_predict' must be ", range, ", got ", j->get<int64_t>()), name);
+    }
     MTP_API_TRY(get_int(body, name, 1, std::numeric_limits<int64_t>::max(), i));
     // Over the context is the same error, with the same code, as a prompt plus max_tokens over it
     // (server.cpp).
