@@ -9,6 +9,7 @@
 
 #include "base/html_escape.h"
 #include "gate/gate.h"
+#include "gate/probe.h"
 #include "loadgen/report.h"
 
 namespace mtp::gate {
@@ -63,8 +64,17 @@ struct Samples {
   int64_t successes = 0, trials = 0;  // proportions
 };
 
-Samples collect(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests) {
+Samples collect(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests,
+                const std::vector<GreedyOutcome>& probes) {
   Samples s;
+  if (rule.metric == Metric::kGreedyDivergence) {
+    for (const GreedyOutcome& g : probes) {
+      if (g.kind == "failed") continue;
+      s.trials += 1;
+      s.successes += g.kind == "divergence" ? 1 : 0;
+    }
+    return s;
+  }
   const bool paired =
       rule.metric == Metric::kPairedOutputRateRatio || rule.metric == Metric::kPairedTpotRatio;
   std::map<std::tuple<int, int, int64_t>, std::pair<double, double>>
@@ -129,8 +139,9 @@ const char* statistic_name(Statistic s) {
   return "";
 }
 
-Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests) {
-  const Samples s = collect(rule, requests);
+Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests,
+                   const std::vector<GreedyOutcome>& probes) {
+  const Samples s = collect(rule, requests, probes);
   Verdict v;
   v.rule_id = rule.id;
   const bool proportion = rule.statistic == Statistic::kWilson;
@@ -204,28 +215,42 @@ double bootstrap_bound(const std::vector<double>& values, bool median, double co
   return stats[at];
 }
 
+// Refuses a file measured before the lock: both times are "YYYY-MM-DDTHH:MM:SSZ", so text order is time
+// order.
+static Status check_start(const std::string& path, const std::string& start, const Lock& lock) {
+  if (start.empty())
+    return invalid_argument(path,
+                            ": no start time in its header: cannot show it was measured after the lock");
+  if (start < lock.frozen_utc) {
+    return invalid_argument(path, ": measured at ", start, ", before the rules were frozen at ",
+                            lock.frozen_utc,
+                            ": a gate judges only results that did not exist when it was registered");
+  }
+  return Status::Ok();
+}
+
 Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
                                      const std::vector<std::string>& runs) {
   std::vector<loadgen::RequestRecord> requests;
+  std::vector<GreedyOutcome> probes;
   for (const std::string& path : runs) {
+    if (is_probe_file(path)) {
+      MTP_ASSIGN_OR_RETURN(ProbeFile pf, read_probe_file(path));
+      MTP_RETURN_IF_ERROR(check_start(path, pf.start_utc, lock));
+      probes.insert(probes.end(), pf.outcomes.begin(), pf.outcomes.end());
+      continue;
+    }
     MTP_ASSIGN_OR_RETURN(loadgen::RunData run, loadgen::read_run(path));
     const loadgen::Json& h = run.header;
-    const std::string start = h.is_object() && h.contains("start_utc") && h["start_utc"].is_string()
-                                  ? h["start_utc"].get<std::string>()
-                                  : "";
-    if (start.empty())
-      return invalid_argument(path,
-                              ": no start time in its header: cannot show it was measured after the lock");
-    // Both are "YYYY-MM-DDTHH:MM:SSZ", so text order is time order.
-    if (start < lock.frozen_utc) {
-      return invalid_argument(path, ": measured at ", start, ", before the rules were frozen at ",
-                              lock.frozen_utc,
-                              ": a gate judges only results that did not exist when it was registered");
-    }
+    MTP_RETURN_IF_ERROR(check_start(path,
+                                    h.is_object() && h.contains("start_utc") && h["start_utc"].is_string()
+                                        ? h["start_utc"].get<std::string>()
+                                        : "",
+                                    lock));
     for (loadgen::RequestRecord& r : run.requests) requests.push_back(std::move(r));
   }
   std::vector<Verdict> verdicts;
-  for (const Rule& rule : rules.rules) verdicts.push_back(judge_rule(rule, requests));
+  for (const Rule& rule : rules.rules) verdicts.push_back(judge_rule(rule, requests, probes));
   return verdicts;
 }
 

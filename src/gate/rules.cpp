@@ -25,6 +25,7 @@ const std::map<std::string, Metric>& metric_names() {
       {"paired_tpot_ratio", Metric::kPairedTpotRatio},
       {"draft_acceptance", Metric::kDraftAcceptance},
       {"failure_rate", Metric::kFailureRate},
+      {"greedy_divergence", Metric::kGreedyDivergence},
   };
   return names;
 }
@@ -41,7 +42,7 @@ const std::map<std::string, Statistic>& statistic_names() {
 }
 
 bool is_proportion(Metric m) {
-  return m == Metric::kDraftAcceptance || m == Metric::kFailureRate;
+  return m == Metric::kDraftAcceptance || m == Metric::kFailureRate || m == Metric::kGreedyDivergence;
 }
 
 std::string known(const auto& names) {
@@ -85,8 +86,9 @@ Expected<Rule> parse_rule(const nlohmann::json& j, size_t index) {
   }
   r.statistic = s->second;
   if ((r.statistic == Statistic::kWilson) != is_proportion(r.metric)) {
-    return invalid_argument(rule, ": statistic '", statistic, "' does not apply to metric '", metric,
-                            "' (wilson is for draft_acceptance and failure_rate, and only wilson is)");
+    return invalid_argument(
+        rule, ": statistic '", statistic, "' does not apply to metric '", metric,
+        "' (wilson is for draft_acceptance, failure_rate and greedy_divergence, and only wilson is)");
   }
   if (op != ">=" && op != "<=")
     return invalid_argument(rule, ": \"op\" must be \">=\" or \"<=\", got '", op, "'");

@@ -3,11 +3,13 @@
 // changed after the lock, a result older than it, an unreadable file).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "base/atomic_file.h"
 #include "command.h"
 #include "gate/gate.h"
+#include "gate/probe.h"
 
 namespace mtp::tools {
 namespace {
@@ -26,6 +28,8 @@ Status write_text(const std::string& path, const std::string& text) {
 struct GateArgs {
   std::string rules, lock, format = "table", out;
   std::vector<std::string> runs;
+  gate::GreedyProbeOptions probe;
+  std::string reference_body;
   std::string lock_path() const { return lock.empty() ? gate::default_lock_path(rules) : lock; }
 };
 
@@ -78,6 +82,36 @@ int run(const GateArgs& a) {
   return kExitOk;
 }
 
+int probe_greedy(GateArgs& a) {
+  if (!a.reference_body.empty()) {
+    a.probe.reference_body = gate::Json::parse(a.reference_body, nullptr, false);
+    if (!a.probe.reference_body.is_object())
+      return gate_error(
+          invalid_argument("--reference-body must be a JSON object, got '", a.reference_body, "'"));
+  }
+  if (a.probe.reference_url.empty() && a.probe.reference_body.empty())
+    return gate_error(invalid_argument(
+        "give --reference URL (a server with speculation off) or --reference-body "
+        "JSON (fields that turn it off on the same server, e.g. '{\"speculative\": false}')"));
+  auto outcomes = gate::run_greedy_probe(a.probe, a.out);
+  if (!outcomes.ok()) return gate_error(outcomes.status());
+  std::map<std::string, int> count;
+  for (const gate::GreedyOutcome& g : *outcomes) {
+    ++count[g.kind];
+    if (g.kind == "near_tie" || g.kind == "divergence")
+      std::printf(
+          "prompt %lld: %s at token %lld (target '%s', reference '%s', reference top-2 margin %.4f)\n",
+          static_cast<long long>(g.prompt), g.kind.c_str(), static_cast<long long>(g.first_diff),
+          g.target_token.c_str(), g.reference_token.c_str(), g.margin);
+    else if (g.kind == "failed")
+      std::printf("prompt %lld: failed: %s\n", static_cast<long long>(g.prompt), g.error.c_str());
+  }
+  std::printf("%zu prompts: %d identical, %d near-tie flips (margin < %g), %d divergences, %d failed -> %s\n",
+              outcomes->size(), count["identical"], count["near_tie"], a.probe.epsilon, count["divergence"],
+              count["failed"], a.out.c_str());
+  return count["failed"] == static_cast<int>(outcomes->size()) ? kExitRuntimeError : kExitOk;
+}
+
 }  // namespace
 
 CommandRunner register_gate(CLI::App& app) {
@@ -96,7 +130,34 @@ CommandRunner register_gate(CLI::App& app) {
   r->add_option("--format", a->format, "table, json or junit")
       ->check(CLI::IsMember({"table", "json", "junit"}));
   r->add_option("-o,--output", a->out, "Write the verdicts here instead of stdout");
-  return [a, f] { return f->parsed() ? freeze(*a) : run(*a); };
+  CLI::App* probe = cmd->add_subcommand("probe", "Measure a probe's results for gate rules");
+  probe->require_subcommand(1);
+  CLI::App* g = probe->add_subcommand(
+      "greedy",
+      "Greedy outputs with speculation on and off; classify the first difference by the top-2 margin");
+  g->add_option("--url", a->probe.url, "The server with speculation on")->required();
+  g->add_option("--reference", a->probe.reference_url, "A server with speculation off (default: --url)");
+  g->add_option("--reference-body", a->reference_body,
+                "JSON fields added to the reference's requests, e.g. '{\"speculative\": false}' (mtp serve)");
+  g->add_option("--model", a->probe.model, "The model field to send (default: none)");
+  g->add_option("--api-key", a->probe.api_key, "Bearer token");
+  g->add_option("--prompts", a->probe.prompts, "Prompts")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  g->add_option("--prompt-tokens", a->probe.prompt_tokens, "Prompt length in words")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  g->add_option("--max-tokens", a->probe.max_tokens, "Tokens generated per prompt")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  g->add_option("--epsilon", a->probe.epsilon, "A top-2 margin (nats) under this is a near tie")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  g->add_option("--seed", a->probe.seed, "Seed of the synthetic prompts")->capture_default_str();
+  g->add_option("--timeout", a->probe.timeout_s, "Connect and read timeout, seconds")
+      ->check(CLI::PositiveNumber);
+  g->add_option("-o,--output", a->out, "Probe file (JSONL) for mtp gate run")->required();
+  return [a, f, g] { return f->parsed() ? freeze(*a) : g->parsed() ? probe_greedy(*a) : run(*a); };
 }
 
 }  // namespace mtp::tools

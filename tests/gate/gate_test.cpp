@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "cli_util.h"
 #include "gate/gate.h"
+#include "gate/probe.h"
 #include "loadgen/record.h"
+#include "server_process.h"
 #include "test_util.h"
 
 namespace mtp::gate {
@@ -267,6 +272,66 @@ TEST(GateCli, FreezeThenRunWithExitCodesAndFormats) {
   EXPECT_EQ(loosened.exit_code, 2) << loosened.output;
   EXPECT_NE(loosened.output.find("the rules changed after they were frozen"), std::string::npos)
       << loosened.output;
+}
+
+// A logprobs.content array: each token with its top-2 (the chosen one first, then a rival `gap` nats below).
+Json content(const std::vector<std::string>& tokens, double gap = 2.0) {
+  Json c = Json::array();
+  for (const std::string& t : tokens)
+    c.push_back({{"token", t},
+                 {"logprob", -0.1},
+                 {"top_logprobs", Json::array({Json{{"token", t}, {"logprob", -0.1}},
+                                               Json{{"token", "~"}, {"logprob", -0.1 - gap}}})}});
+  return c;
+}
+
+TEST(GreedyProbe, ClassifiesTheFirstDifferenceByTheReferencesMargin) {
+  EXPECT_EQ(classify_greedy(content({"a", "b", "c"}), content({"a", "b", "c"}), 0.1).kind, "identical");
+  const GreedyOutcome tie = classify_greedy(content({"a", "x", "y"}), content({"a", "b", "c"}, 0.05), 0.1);
+  EXPECT_EQ(tie.kind, "near_tie");
+  EXPECT_EQ(tie.first_diff, 1);
+  EXPECT_NEAR(tie.margin, 0.05, 1e-9);
+  EXPECT_EQ(tie.target_token, "x");
+  EXPECT_EQ(tie.reference_token, "b");
+  const GreedyOutcome real = classify_greedy(content({"a", "b", "z"}), content({"a", "b", "c"}, 0.5), 0.1);
+  EXPECT_EQ(real.kind, "divergence");
+  EXPECT_EQ(real.first_diff, 2);
+  // An output that stops early differs where it ends; the reference's margin there still decides.
+  EXPECT_EQ(classify_greedy(content({"a"}), content({"a", "b"}, 2.0), 0.1).kind, "divergence");
+}
+
+// Our server with speculation on against itself with it off (the request field): greedy output is the same
+// token for token, by construction; a gate rule on the probe file passes, and one that demands more fails
+// for lack of samples.
+TEST(GreedyProbe, OurServerIsIdenticalWithAndWithoutDraftingAndTheGateReadsTheProbe) {
+  TempDir dir;
+  const std::string out = dir.file("probe.jsonl");
+  {
+    mtp::testing::ServerProcess srv("-m models/example.gguf -np 2 -c 2048 --spec mtp");
+    const std::string url = "http://127.0.0.1:" + std::to_string(srv.port());
+    auto r = mtp::testing::run_mtp(
+        "gate probe greedy --url " + url +
+            " --reference-body '{\"speculative\": false}' --prompts 4 --max-tokens 24 -o " + out,
+        true);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(
+        r.output.find("4 prompts: 4 identical, 0 near-tie flips (margin < 0.1), 0 divergences, 0 failed"),
+        std::string::npos)
+        << r.output;
+    auto none = mtp::testing::run_mtp("gate probe greedy --url " + url + " -o " + dir.file("x.jsonl"), true);
+    EXPECT_EQ(none.exit_code, 2) << none.output;
+  }
+
+  const Rules rules = rules_of(R"({"gate": "g", "rules": [
+    {"id": "no-divergence", "metric": "greedy_divergence", "op": "<=", "threshold": 0.5, "statistic": "wilson", "min_samples": 4},
+    {"id": "more-prompts", "metric": "greedy_divergence", "op": "<=", "threshold": 0.5, "statistic": "wilson", "min_samples": 40}]})");
+  auto v = judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {out});
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_TRUE((*v)[0].pass) << (*v)[0].why;
+  EXPECT_EQ((*v)[0].samples, 4);
+  EXPECT_FALSE((*v)[1].pass);
+  auto stale = judge(rules, Lock{rules.sha256, "2100-01-01T00:00:00Z", {}}, {out});
+  EXPECT_FALSE(stale.ok());
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ import re
 import subprocess
 import sys
 
-COMMAND = re.compile(r"(?:^|[\s/`(\"'])mtp ([a-z][a-z-]*)(?: ([a-z]+)\b)?")
-SUBCOMMANDS = {"gate": {"freeze", "run"}, "draft-vocab": {"build", "show"}}
+COMMAND = re.compile(r"(?:^|[\s/`(\"'])mtp ([a-z][a-z-]*)((?: [a-z]+\b){0,2})")
+SUBCOMMANDS = {"gate": {"freeze", "run", "probe greedy"}, "draft-vocab": {"build", "show"}}
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 STOP = re.compile(r"[|;&]|\bmtp\b|\bcurl\b|\bllama-\w+|\bvllm\b|\bpython3?\b")
 
@@ -56,9 +56,10 @@ def uses(snippet):
     for m in COMMAND.finditer(snippet):
         if m.group(1) == "help":  # `mtp help CMD` is `mtp CMD --help`
             continue
-        sub = m.group(2) if m.group(2) in SUBCOMMANDS.get(m.group(1), ()) else None
+        words = m.group(2).split()
+        sub = next((" ".join(words[:k]) for k in (2, 1) if " ".join(words[:k]) in SUBCOMMANDS.get(m.group(1), ())), None)
         cmd = m.group(1) + (" " + sub if sub else "")
-        rest = snippet[m.end() if sub else m.end(1):]
+        rest = snippet[m.end(1) + (len(" " + sub) if sub else 0):]
         stop = STOP.search(rest)
         if stop:
             rest = rest[: stop.start()]

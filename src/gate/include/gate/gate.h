@@ -30,6 +30,7 @@ enum class Metric {
   kPairedTpotRatio,
   kDraftAcceptance,
   kFailureRate,
+  kGreedyDivergence,  // from `mtp gate probe greedy` files: divergences over prompts that completed
 };
 
 struct Rule {
@@ -86,8 +87,8 @@ struct Verdict {
   std::string why;      // one line: the comparison made, or why the rule could not pass
 };
 
-// Judges every rule on the pooled requests of `runs` (paths of run files). Refuses a run whose header's
-// start time is before the lock's time, or that has no start time.
+// Judges every rule on the pooled requests of `runs` (paths of run files, and probe files of `mtp gate
+// probe`). Refuses a file whose header's start time is before the lock's time, or that has no start time.
 Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
                                      const std::vector<std::string>& runs);
 
