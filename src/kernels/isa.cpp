@@ -8,6 +8,10 @@
 
 #include "matmul_internal.h"
 
+#if MTP_HAVE_X86_SIMD
+#include <cpuid.h>
+#endif
+
 namespace mtp::kernels {
 namespace {
 
@@ -28,7 +32,11 @@ Isa detect() {
 bool detect_avx_vnni() {
 #if MTP_HAVE_X86_SIMD
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+  if (!__builtin_cpu_supports("avx2")) return false;  // also checks that the OS enables the ymm state
+  // CPUID.(EAX=7, ECX=1):EAX bit 4, read directly: clang before 16 has no "avxvnni" for
+  // __builtin_cpu_supports, and the fuzz build uses clang.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
 #else
   return false;
 #endif
