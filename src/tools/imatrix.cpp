@@ -30,15 +30,18 @@ Expected<Imatrix> load_gguf_imatrix(const std::string& path) {
     if (counts->n_elements() != n_mat) {
       return corrupt(path, ": '", name, ".counts' has ", counts->n_elements(), " values, expected ", n_mat);
     }
-    const auto* s = reinterpret_cast<const float*>(f.tensor_data(sums).data());
-    const auto* c = reinterpret_cast<const float*>(f.tensor_data(*counts).data());
+    // Read through memcpy: a file with general.alignment below 4 may place the f32 data at any byte.
+    const uint8_t* s = f.tensor_data(sums).data();
+    const uint8_t* c = f.tensor_data(*counts).data();
     std::vector<float> w(static_cast<size_t>(ne0 * n_mat));
     for (int64_t j = 0; j < n_mat; ++j) {
+      float count = 0;
+      std::memcpy(&count, c + j * sizeof(float), sizeof(float));
       for (int64_t i = 0; i < ne0; ++i) {
         float v = 1.0f;
-        if (c[j] != 0) {
-          std::memcpy(&v, s + j * ne0 + i, sizeof(float));
-          v /= c[j];
+        if (count != 0) {
+          std::memcpy(&v, s + (j * ne0 + i) * static_cast<int64_t>(sizeof(float)), sizeof(float));
+          v /= count;
         }
         w[static_cast<size_t>(j * ne0 + i)] = v;
       }
