@@ -7,7 +7,10 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
-FUZZ_SECONDS ?= 60
+# `make fuzz` runs every libFuzzer target (fuzz/, one per parser of untrusted input) for an equal share of
+# FUZZ_SECONDS; FUZZ_TARGETS=chat_template runs one target alone.
+FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix
+FUZZ_SECONDS ?= 105
 MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
@@ -44,7 +47,7 @@ build-asan: deps
 build-fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMTP_FUZZ=ON \
 	  -DMTP_BUILD_TESTS=OFF -DMTP_BUILD_BENCH=OFF
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf_reader
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 
 # The main job on the bundled model: its summary, then generation with MTP speculative decoding (the text, then
 # tokens/s and the acceptance statistics on stderr).
@@ -61,12 +64,19 @@ asan-test: build-asan test-deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
 
-# A short libFuzzer run of the GGUF reader, seeded with the committed corpus.
+# A short libFuzzer run of each target, seeded with its committed corpus (fuzz/corpus/<target>); what it
+# adds goes to $(BUILD_FUZZ)/corpus/<target>, a crash to $(BUILD_FUZZ)/fuzz_<target>-crash-*. Stops at the
+# first target that fails. -timeout: a single input running that long is a hang. The fuzz build lets UBSan
+# recover, so halt_on_error makes undefined behaviour a crash the run reports and stops at.
 fuzz: build-fuzz
-	mkdir -p $(BUILD_FUZZ)/corpus
-	./$(BUILD_FUZZ)/fuzz/fuzz_gguf_reader -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
-	  -artifact_prefix=$(BUILD_FUZZ)/ \
-	  $(BUILD_FUZZ)/corpus fuzz/corpus/gguf
+	@export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1; \
+	each=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$each -ge 1 ] || each=1; \
+	for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz_$$t for $$each s"; \
+	  mkdir -p $(BUILD_FUZZ)/corpus/$$t; \
+	  ./$(BUILD_FUZZ)/fuzz/fuzz_$$t -max_total_time=$$each -timeout=30 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD_FUZZ)/fuzz_$$t- $(BUILD_FUZZ)/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
 
 # The chat-template goldens checked in under tests/chat/data were rendered by Python's jinja2; re-render them
 # with Debian's jinja2 (the system python, where apt installs it) and compare.
