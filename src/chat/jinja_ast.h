@@ -40,6 +40,9 @@ struct Expr {
   std::vector<ExprPtr> items;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;
+  // Levels of expressions from this node down, set by the parser as it builds the node (Parser::sealed); the
+  // interpreter and the destructor recurse this deep, so the parser refuses more than max_nesting.
+  int height = 1;
 };
 
 struct Stmt;

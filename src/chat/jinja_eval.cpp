@@ -51,6 +51,7 @@ Value Interpreter::lookup(const std::string& name, int line) {
 }
 
 Interpreter::Flow Interpreter::exec(const Body& body, std::string& out) {
+  const Nested guard(*this, body.empty() ? 0 : body.front()->line);
   for (const StmtPtr& sp : body) {
     const Stmt& s = *sp;
     step(s.line);
@@ -133,6 +134,11 @@ void Interpreter::assign(const Stmt& s, Value v) {
       fail(s.line,
            str_cat("cannot assign attribute '", s.attr, "' on '", s.targets[0], "': not a namespace()"));
     }
+    if (v.holds_namespace) {
+      fail(s.line, str_cat("cannot assign a namespace (or a value holding one) to attribute '", s.attr,
+                           "' of a namespace"));
+    }
+    ns->contain(v);
     ns->dict->set(s.attr, std::move(v));
     return;
   }
@@ -352,6 +358,7 @@ int64_t slice_index(const Value* v, int64_t dflt, int line) {
 
 Value Interpreter::eval(const Expr& e) {
   step(e.line);
+  const Nested guard(*this, e.line);
   switch (e.type) {
     case Expr::Type::kLiteral:
       return e.value;

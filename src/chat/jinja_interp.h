@@ -50,6 +50,22 @@ class Interpreter {
     if (++steps_ > opt_.max_steps)
       fail(line, str_cat("template exceeded ", opt_.max_steps, " evaluation steps"));
   }
+  // Held while a statement list or an expression is evaluated: the interpreter recurses once per level.
+  class Nested {
+   public:
+    Nested(Interpreter& in, int line) : in_(in) {
+      if (++in_.eval_depth_ > in_.opt_.max_eval_depth) {
+        --in_.eval_depth_;
+        fail(line, str_cat("template evaluation nested deeper than ", in_.opt_.max_eval_depth));
+      }
+    }
+    ~Nested() { --in_.eval_depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Interpreter& in_;
+  };
   void append(std::string& out, std::string_view text, int line) {
     if (out.size() + text.size() > opt_.max_output_bytes) {
       fail(line, str_cat("template output exceeds ", opt_.max_output_bytes, " bytes"));
@@ -71,6 +87,7 @@ class Interpreter {
   const JinjaOptions& opt_;
   std::shared_ptr<Scope> scope_;
   int call_depth_ = 0;
+  int eval_depth_ = 0;
   uint64_t steps_ = 0;
 };
 

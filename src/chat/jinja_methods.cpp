@@ -150,9 +150,7 @@ Value string_method(const Value& obj, const std::string& name) {
   return Value::undefined();
 }
 
-}  // namespace
-
-Value bound_method(const Value& obj, const std::string& name) {
+Value method_of(const Value& obj, const std::string& name) {
   if (obj.is_string()) return string_method(obj, name);
   if (obj.is_mapping()) {
     auto d = obj.dict;
@@ -204,6 +202,19 @@ Value bound_method(const Value& obj, const std::string& name) {
   return Value::undefined();
 }
 
+}  // namespace
+
+Value bound_method(const Value& obj, const std::string& name) {
+  Value m = method_of(obj, name);
+  // The method holds its object: it counts as nested as the object, and as holding its namespaces (so that
+  // `set ns.f = d.items` cannot close a cycle through a dict that holds ns).
+  if (!m.is_undefined()) {
+    m.depth = obj.depth;
+    m.holds_namespace = obj.holds_namespace;
+  }
+  return m;
+}
+
 Value global_function(const std::string& name) {
   if (name == "range") {
     return method(name, [](CallArgs& a) {
@@ -235,7 +246,9 @@ Value global_function(const std::string& name) {
       }
       for (const auto& [k, v] : a.kwargs) d.set(k, v);
       Value out = Value::make_dict(std::move(d));
+      if (ns && out.holds_namespace) fail(a.line, "a namespace() cannot hold another namespace");
       out.is_namespace = ns;
+      out.holds_namespace = out.holds_namespace || ns;
       return out;
     });
   }

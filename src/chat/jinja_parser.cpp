@@ -249,6 +249,26 @@ class Parser {
     return e;
   }
 
+  // `e` with its height set from its children's, which were sealed when built. Chains ("a ~ b ~ c", "x.a.b",
+  // "v | f | g", "a if c else b if d") grow in loops, not by recursion, so the Depth guard does not see them;
+  // each link is sealed here, which stops a chain at max_nesting links, before it can overflow the stack of
+  // the interpreter (or of the tree's destructor).
+  ExprPtr sealed(ExprPtr e) {
+    int below = 0;
+    for (const ExprPtr* child : {&e->a, &e->b, &e->c}) {
+      if (*child) below = std::max(below, (*child)->height);
+    }
+    for (const ExprPtr& item : e->items) {
+      if (item) below = std::max(below, item->height);
+    }
+    for (const auto& [key, value] : e->kwargs) {
+      if (value) below = std::max(below, value->height);
+    }
+    e->height = below + 1;
+    if (e->height > opt_.max_nesting) fail(e->line, "expression nested too deeply");
+    return e;
+  }
+
   // A bare tuple is allowed at the top of {{ }}, `set` and `for ... in`.
   ExprPtr parse_tuple_expr(bool allow_cond = true) {
     int line = cur().line;
@@ -261,7 +281,7 @@ class Parser {
       if (cur().type == Token::Type::kVarEnd || cur().type == Token::Type::kBlockEnd || is_name("if")) break;
       t->items.push_back(allow_cond ? parse_expr() : parse_or());
     }
-    return t;
+    return sealed(std::move(t));
   }
 
   ExprPtr parse_expr() {
@@ -276,7 +296,7 @@ class Parser {
         ++p_;
         c->c = parse_expr();
       }
-      e = std::move(c);
+      e = sealed(std::move(c));
     }
     return e;
   }
@@ -286,7 +306,7 @@ class Parser {
     e->name = op;
     e->a = std::move(l);
     e->b = std::move(r);
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -311,7 +331,7 @@ class Parser {
       auto e = node(Expr::Type::kUnary, next().line);
       e->name = "not";
       e->a = parse_not();
-      return e;
+      return sealed(std::move(e));
     }
     return parse_compare();
   }
@@ -339,7 +359,7 @@ class Parser {
       cmp->ops.push_back(op);
       cmp->items.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(e);
+    return cmp ? sealed(std::move(cmp)) : std::move(e);
   }
   ExprPtr parse_math1() {
     ExprPtr e = parse_concat();
@@ -380,6 +400,7 @@ class Parser {
       e = node(Expr::Type::kUnary, cur().line);
       e->name = next().text;
       e->a = parse_unary(false);
+      e = sealed(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -427,7 +448,7 @@ class Parser {
         t->items.push_back(parse_expr());
       }
       expect_op(")", "to close '('");
-      return t;
+      return sealed(std::move(t));
     }
     if (is_op("[")) {
       ++p_;
@@ -438,7 +459,7 @@ class Parser {
         ++p_;
       }
       expect_op("]", "to close '['");
-      return l;
+      return sealed(std::move(l));
     }
     if (is_op("{")) {
       ++p_;
@@ -451,7 +472,7 @@ class Parser {
         ++p_;
       }
       expect_op("}", "to close '{'");
-      return d;
+      return sealed(std::move(d));
     }
     fail(line, str_cat("expected an expression, got ", describe(tok)));
   }
@@ -489,13 +510,13 @@ class Parser {
           auto g = node(Expr::Type::kGetitem, line);
           g->a = std::move(e);
           g->b = literal(Value::integer(next().i), line);
-          e = std::move(g);
+          e = sealed(std::move(g));
           continue;
         }
         auto g = node(Expr::Type::kGetattr, line);
         g->name = expect_name("after '.'");
         g->a = std::move(e);
-        e = std::move(g);
+        e = sealed(std::move(g));
       } else if (is_op("[")) {
         ++p_;
         ExprPtr parts[3];
@@ -516,19 +537,19 @@ class Parser {
           auto s = node(Expr::Type::kSlice, line);
           s->a = std::move(e);
           for (auto& part : parts) s->items.push_back(std::move(part));
-          e = std::move(s);
+          e = sealed(std::move(s));
         } else {
           if (!parts[0]) fail(line, "empty subscript '[]'");
           auto g = node(Expr::Type::kGetitem, line);
           g->a = std::move(e);
           g->b = std::move(parts[0]);
-          e = std::move(g);
+          e = sealed(std::move(g));
         }
       } else if (is_op("(")) {
         auto c = node(Expr::Type::kCall, line);
         c->a = std::move(e);
         parse_call_args(*c);
-        e = std::move(c);
+        e = sealed(std::move(c));
       } else {
         return e;
       }
@@ -543,7 +564,7 @@ class Parser {
       if (!has_filter(f->name)) fail(line, str_cat("unknown filter '", f->name, "'"));
       f->a = std::move(e);
       if (is_op("(")) parse_call_args(*f);
-      e = std::move(f);
+      e = sealed(std::move(f));
     }
     return e;
   }
@@ -571,12 +592,12 @@ class Parser {
           if (is_name("is")) fail(cur().line, "cannot chain multiple tests with 'is'");
           t->items.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(t);
+        e = sealed(std::move(t));
       } else if (is_op("(")) {
         auto c = node(Expr::Type::kCall, cur().line);
         c->a = std::move(e);
         parse_call_args(*c);
-        e = std::move(c);
+        e = sealed(std::move(c));
       } else {
         return e;
       }

@@ -28,6 +28,11 @@ struct Error {
 struct Value;
 using ValueList = std::vector<Value>;
 
+// Lists and dicts nested deeper than this are refused when built: printing, comparing, serializing and
+// destroying a value all recurse once per level, and a template loop could otherwise nest one level per
+// iteration until the stack overflows.
+inline constexpr int kMaxValueDepth = 512;
+
 struct ValueDict {
   std::vector<std::pair<std::string, Value>> items;
   const Value* find(std::string_view key) const;
@@ -60,6 +65,11 @@ struct Value {
   std::shared_ptr<ValueList> list;
   std::shared_ptr<ValueDict> dict;
   std::shared_ptr<Callable> fn;
+  // Containers: 1 + the depth of their deepest item, as built. A namespace is mutable, so a container that
+  // holds one may be deeper than it says, but by at most the namespace's own depth: namespaces never hold
+  // namespaces (holds_namespace is refused in namespace() and `set ns.x`), which also rules out cycles.
+  int depth = 0;
+  bool holds_namespace = false;
 
   static Value undefined(std::string hint = {}) {
     Value v;
@@ -89,12 +99,14 @@ struct Value {
   }
   static Value make_list(ValueList items, bool tuple = false) {
     Value v = make(Kind::kList);
+    for (const Value& item : items) v.contain(item);
     v.list = std::make_shared<ValueList>(std::move(items));
     v.is_tuple = tuple;
     return v;
   }
   static Value make_dict(ValueDict d = {}) {
     Value v = make(Kind::kDict);
+    for (const auto& [key, item] : d.items) v.contain(item);
     v.dict = std::make_shared<ValueDict>(std::move(d));
     return v;
   }
@@ -115,10 +127,19 @@ struct Value {
     return kind == Kind::kFloat ? f : static_cast<double>(kind == Kind::kBool ? b : i);
   }
 
+  // Accounts for `item` inside this container (depth and namespaces); fails past kMaxValueDepth.
+  void contain(const Value& item) {
+    if (item.depth + 1 > depth) depth = item.depth + 1;
+    if (depth > kMaxValueDepth)
+      fail(0, "value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+    holds_namespace = holds_namespace || item.holds_namespace;
+  }
+
  private:
   static Value make(Kind k) {
     Value v;
     v.kind = k;
+    v.depth = k == Kind::kList || k == Kind::kDict ? 1 : 0;
     return v;
   }
 };

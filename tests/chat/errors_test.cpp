@@ -90,6 +90,61 @@ TEST(TemplateErrors, Limits) {
   EXPECT_HAS(render_error("{{ 'x' * 1000000000000 }}"), "too large");
 }
 
+// Inputs that overflowed the stack (found by fuzz/fuzz_chat_template.cpp and by probing around its
+// findings under AddressSanitizer): each must be a clear error instead.
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int k = 0; k < n; ++k) out += s;
+  return out;
+}
+
+TEST(TemplateErrors, LongChainsAreRefusedAtParse) {
+  // Operators, attribute and subscript chains and filter chains are parsed in loops, one tree level each.
+  EXPECT_HAS(parse_error("{{ 1" + repeat(" ~ 1", 5000) + " }}"), "line 1: expression nested too deeply");
+  EXPECT_HAS(parse_error("{{ 1" + repeat(" + 1", 5000) + " }}"), "expression nested too deeply");
+  EXPECT_HAS(parse_error("{{ x" + repeat("[0]", 3000) + " }}"), "expression nested too deeply");
+  EXPECT_HAS(parse_error("{{ x" + repeat(".a", 3000) + " }}"), "expression nested too deeply");
+  EXPECT_HAS(parse_error("{{ 1" + repeat("|string", 5000) + " }}"), "expression nested too deeply");
+  EXPECT_HAS(parse_error("{{ 1" + repeat(" if 1", 3000) + " }}"), "expression nested too deeply");
+  // Chains within the limit still parse and render.
+  auto t = JinjaTemplate::parse("{{ 1" + repeat(" ~ 1", 200) + " }}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto r = t->render(Json::object());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, std::string(201, '1'));
+}
+
+TEST(TemplateErrors, DeepEvaluationIsRefused) {
+  // Each call of the macro evaluates a 240-level expression; 64 calls deep was ~15000 frames.
+  EXPECT_HAS(render_error("{% macro f(n) %}{{ " + std::string(240, '-') + "f(n) }}{% endmacro %}{{ f(1) }}"),
+             "template evaluation nested deeper than 1024");
+}
+
+TEST(TemplateErrors, DeepOrCyclicValuesAreRefused) {
+  // A loop nesting a list one level per iteration.
+  EXPECT_HAS(render_error("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+                          "{% endfor %}{{ ns.x | length }}"),
+             "value nested deeper than 512 levels");
+  // A namespace holding itself, directly, through a list, or through a dict's bound method; and one
+  // namespace inside another.
+  EXPECT_HAS(render_error("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns }}"),
+             "cannot assign a namespace (or a value holding one) to attribute 'self'");
+  EXPECT_HAS(render_error("{% set ns = namespace(a=1) %}{% set ns.l = [ns] %}{{ ns }}"),
+             "cannot assign a namespace");
+  EXPECT_HAS(render_error("{% set ns = namespace() %}{% set d = dict(x=ns) %}{% set ns.f = d.items %}"),
+             "cannot assign a namespace");
+  EXPECT_HAS(render_error("{% set a = namespace(x=1) %}{% set b = namespace(y=a) %}"),
+             "a namespace() cannot hold another namespace");
+  // What chat templates do with a namespace still works.
+  auto t = JinjaTemplate::parse(
+      "{% set ns = namespace(found=false, roles=[]) %}{% for m in messages %}{% set ns.found = true %}"
+      "{% set ns.roles = ns.roles + [m.role] %}{% endfor %}{{ ns.found }} {{ ns.roles | tojson }}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto r = t->render({{"messages", Json::array({{{"role", "user"}}, {{"role", "assistant"}}})}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, "True [\"user\", \"assistant\"]");
+}
+
 TEST(MessageErrors, ClearMessages) {
   ChatTemplate t = ChatTemplate::chatml();
   auto err = [&](const std::string& messages, const std::string& tools = "null") {

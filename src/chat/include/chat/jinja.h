@@ -28,8 +28,11 @@ struct JinjaOptions {
   bool trim_blocks = true;    // drop the first newline after a block tag
   bool lstrip_blocks = true;  // drop spaces and tabs before a block tag at the start of a line
   size_t max_output_bytes = size_t{64} << 20;
-  int max_call_depth = 64;          // macro calls nested inside each other
-  int max_nesting = 256;            // syntax nesting (parser) and depth of input values
+  int max_call_depth = 64;  // macro calls nested inside each other
+  int max_nesting = 256;    // syntax nesting (parser) and depth of input values
+  // Statements and expressions being evaluated inside one another, macro calls included (64 calls of a macro
+  // whose body nests 256 deep would overflow the stack long before max_call_depth stops them).
+  int max_eval_depth = 1024;
   uint64_t max_steps = 20'000'000;  // evaluation steps per render, against runaway loops
 };
 
