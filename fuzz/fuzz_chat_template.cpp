@@ -1,8 +1,8 @@
 // libFuzzer target for the Jinja chat templates: the input is a template source (what a GGUF's
 // `tokenizer.chat_template` holds), parsed and rendered with a fixed conversation that has a system prompt,
 // tools, a tool call, reasoning and a tool result, so templates reach their message, tool and thinking
-// branches. Every input must render or fail with a Status; the engine's step and output limits bound the
-// time and memory of a render.
+// branches. Every input must render or fail with a Status; the engine's step and output limits (lowered
+// here) bound the time and memory of a render.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,7 +38,12 @@ const mtp::chat::ChatRequest& conversation() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view source(reinterpret_cast<const char*>(data), size);
-  auto tmpl = mtp::chat::ChatTemplate::create(source, "<s>", "</s>");
+  // The default limits (20M steps, 64 MB of output) let one input run for minutes under the sanitizers;
+  // runaway loops are found as well against smaller ones.
+  mtp::chat::JinjaOptions options;
+  options.max_steps = 200'000;
+  options.max_output_bytes = 1 << 20;
+  auto tmpl = mtp::chat::ChatTemplate::create(source, "<s>", "</s>", options);
   if (!tmpl.ok()) return 0;
   const mtp::chat::ChatRequest& request = conversation();
   auto prompt = tmpl->render(request);

@@ -175,8 +175,8 @@ Status validate_tools(const Json& tools) {
 }
 
 Expected<ChatTemplate> ChatTemplate::create(std::string_view source, std::string bos_token,
-                                            std::string eos_token) {
-  MTP_ASSIGN_OR_RETURN(JinjaTemplate t, JinjaTemplate::parse(source));
+                                            std::string eos_token, JinjaOptions options) {
+  MTP_ASSIGN_OR_RETURN(JinjaTemplate t, JinjaTemplate::parse(source, options));
   ChatTemplate out;
   out.template_ = std::move(t);
   out.source_ = std::string(source);

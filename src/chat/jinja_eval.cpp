@@ -327,14 +327,17 @@ std::vector<Value> Interpreter::iterate(const Value& v, int line) {
     case Value::Kind::kUndefined:
       return {};
     case Value::Kind::kList:
+      charge(v.list->size(), line);
       return *v.list;
     case Value::Kind::kDict: {
       if (v.is_namespace) break;
+      charge(v.dict->items.size(), line);
       std::vector<Value> keys;
       for (const auto& [k, x] : v.dict->items) keys.push_back(Value::string(k));
       return keys;
     }
     case Value::Kind::kString: {
+      charge(v.s.size(), line);
       std::vector<Value> chars;
       for (auto cp : code_points(v.s)) chars.push_back(Value::string(std::string(cp)));
       return chars;
@@ -492,7 +495,11 @@ Value Interpreter::binary(const Expr& e) {
   }
   Value a = eval(*e.a);
   Value b = eval(*e.b);
-  if (op == "~") return Value::string(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string s = to_str(a) + to_str(b);
+    charge(s.size() / kBytesPerStep, e.line);
+    return Value::string(std::move(s));
+  }
   for (const Value* v : {&a, &b}) {
     if (v->is_undefined()) fail(e.line, v->s.empty() ? "undefined value in arithmetic" : v->s);
   }
@@ -501,8 +508,12 @@ Value Interpreter::binary(const Expr& e) {
          str_cat("unsupported operand type(s) for ", op, ": '", type_name(a), "' and '", type_name(b), "'"));
   };
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+    if (a.is_string() && b.is_string()) {
+      charge((a.s.size() + b.s.size()) / kBytesPerStep, e.line);
+      return Value::string(a.s + b.s);
+    }
     if (a.is_list() && b.is_list() && a.is_tuple == b.is_tuple) {
+      charge(a.list->size() + b.list->size(), e.line);
       ValueList items = *a.list;
       items.insert(items.end(), b.list->begin(), b.list->end());
       return Value::make_list(std::move(items), a.is_tuple);
@@ -517,8 +528,14 @@ Value Interpreter::binary(const Expr& e) {
     const Value& cnt = &seq == &a ? b : a;
     if (cnt.kind != Value::Kind::kInt && cnt.kind != Value::Kind::kBool) return type_error();
     int64_t n = std::max<int64_t>(0, cnt.kind == Value::Kind::kBool ? cnt.b : cnt.i);
-    size_t unit = seq.is_string() ? seq.s.size() : seq.list->size();
-    if (unit * static_cast<size_t>(n) > opt_.max_output_bytes) fail(e.line, "sequence repetition too large");
+    const size_t unit = seq.is_string() ? seq.s.size() : seq.list->size();
+    // Divided, not multiplied: unit * n wraps around for a huge n. An empty sequence repeats to itself
+    // without spinning n times.
+    if (unit != 0 && static_cast<uint64_t>(n) > opt_.max_output_bytes / unit)
+      fail(e.line, "sequence repetition too large");
+    if (unit == 0) n = 0;
+    const uint64_t total = unit * static_cast<uint64_t>(n);
+    charge(seq.is_string() ? total / kBytesPerStep : total, e.line);
     if (seq.is_string()) {
       std::string s;
       for (int64_t k = 0; k < n; ++k) s += seq.s;

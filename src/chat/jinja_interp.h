@@ -46,10 +46,15 @@ class Interpreter {
   // The items a `for` loop (or a filter) visits: list items, dict keys, string characters; Undefined is
   // empty.
   std::vector<Value> iterate(const Value& v, int line);
-  void step(int line) {
-    if (++steps_ > opt_.max_steps)
+  void step(int line) { charge(1, line); }
+  // Steps for work proportional to a size (copying or visiting n items, or 64 n bytes of a string), so that a
+  // loop that grows a list or string by concatenation is quadratic only up to max_steps.
+  void charge(uint64_t steps, int line) {
+    steps_ += steps;
+    if (steps_ > opt_.max_steps)
       fail(line, str_cat("template exceeded ", opt_.max_steps, " evaluation steps"));
   }
+  static constexpr uint64_t kBytesPerStep = 64;
   // Held while a statement list or an expression is evaluated: the interpreter recurses once per level.
   class Nested {
    public:

@@ -217,7 +217,7 @@ Value bound_method(const Value& obj, const std::string& name) {
 
 Value global_function(const std::string& name) {
   if (name == "range") {
-    return method(name, [](CallArgs& a) {
+    return Value::callable(name, [](Interpreter& in, CallArgs& a) {
       if (a.args.empty() || a.args.size() > 3) fail(a.line, "range expects 1 to 3 arguments");
       int64_t start = 0, stop, step = 1;
       if (a.args.size() == 1) {
@@ -228,11 +228,19 @@ Value global_function(const std::string& name) {
         if (a.args.size() == 3) step = int_of(a.args[2], a.line);
       }
       if (step == 0) fail(a.line, "range() arg 3 must not be zero");
+      // The count first, in unsigned arithmetic: stepping k past INT64_MAX would overflow.
+      const bool up = step > 0;
+      const uint64_t magnitude = up ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+      const uint64_t span = up ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)
+                               : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+      const uint64_t count = (up ? stop > start : stop < start) ? (span - 1) / magnitude + 1 : 0;
+      if (count > 1000000) fail(a.line, "range() too large (more than 1000000 items)");
+      in.charge(count, a.line);
       ValueList out;
-      for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-        if (out.size() >= 1000000) fail(a.line, "range() too large (more than 1000000 items)");
-        out.push_back(Value::integer(k));
-      }
+      out.reserve(count);
+      for (uint64_t k = 0; k < count; ++k)
+        out.push_back(Value::integer(
+            static_cast<int64_t>(static_cast<uint64_t>(start) + k * (up ? magnitude : 0 - magnitude))));
       return Value::make_list(std::move(out));
     });
   }

@@ -114,6 +114,32 @@ TEST(TemplateErrors, LongChainsAreRefusedAtParse) {
   EXPECT_EQ(*r, std::string(201, '1'));
 }
 
+TEST(TemplateErrors, WorkIsChargedBySize) {
+  // Growing a list or a string by concatenation in a loop is quadratic: each copy costs steps by its size.
+  JinjaOptions few;
+  few.max_steps = 100000;
+  EXPECT_HAS(
+      render_error("{% set ns = namespace(a=[]) %}{% for i in range(5000) %}{% set ns.a = ns.a + [i] %}"
+                   "{% endfor %}",
+                   Json::object(), few),
+      "evaluation steps");
+  EXPECT_HAS(render_error("{% set ns = namespace(s='') %}{% for i in range(5000) %}{% set ns.s = ns.s ~ "
+                          "('x' * 64) %}{% endfor %}",
+                          Json::object(), few),
+             "evaluation steps");
+  // A repetition count that wrapped size_t around when multiplied by the length passed the size check.
+  EXPECT_HAS(render_error("{{ ('abcd' * 4611686018427387904) | length }}"), "sequence repetition too large");
+  // Empty sequences repeat to themselves at once, and range() stops short of INT64_MAX without overflow.
+  auto t = JinjaTemplate::parse(
+      "{{ ('' * 9223372036854775807) | length }} {{ ([] * 9223372036854775807) | length }} "
+      "{{ range(9223372036854775800, 9223372036854775807, 5) | list }} {{ range(-9223372036854775807, "
+      "-9223372036854775807 - 1, -9223372036854775807) | list }} {{ range(5, 0, -2) | list }}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto r = t->render(Json::object());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, "0 0 [9223372036854775800, 9223372036854775805] [-9223372036854775807] [5, 3, 1]");
+}
+
 TEST(TemplateErrors, DeepEvaluationIsRefused) {
   // Each call of the macro evaluates a 240-level expression; 64 calls deep was ~15000 frames.
   EXPECT_HAS(render_error("{% macro f(n) %}{{ " + std::string(240, '-') + "f(n) }}{% endmacro %}{{ f(1) }}"),

@@ -45,8 +45,9 @@ extern const char* const kChatMlTemplate;
 class ChatTemplate {
  public:
   // Parses `source`; `bos_token`/`eos_token` are the texts of the GGUF's tokenizer.ggml.bos/eos tokens.
+  // `options`: the Jinja limits (the fuzzer lowers them so that each input runs in milliseconds).
   static Expected<ChatTemplate> create(std::string_view source, std::string bos_token = "",
-                                       std::string eos_token = "");
+                                       std::string eos_token = "", JinjaOptions options = {});
   static ChatTemplate chatml(std::string bos_token = "", std::string eos_token = "<|im_end|>");
 
   // The prompt for `request`. Errors: bad messages or tools, or the template failed (its message, with the
