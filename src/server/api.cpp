@@ -241,7 +241,7 @@ std::optional<ApiError> parse_json_body(std::string_view body, Json& out) {
   if (body.empty()) return bad_request("the request body is empty; a JSON object is expected");
   try {
     out = Json::parse(body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number beyond double (1e999)
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "parse error at ..."
     if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);

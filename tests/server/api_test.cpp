@@ -36,6 +36,15 @@ std::optional<ApiError> chat(const std::string& body, GenerationParams* out = nu
   return e;
 }
 
+// nlohmann throws out_of_range, not parse_error, for a number beyond double; it escaped parse_json_body
+// (found by fuzz/fuzz_server_request.cpp).
+TEST(ApiTest, NumberOverflowIsABadRequest) {
+  auto err = completion(R"({"prompt": "a", "top_k": 4e8888})");
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->status, 400);
+  EXPECT_NE(err->message.find("not valid JSON: number overflow"), std::string::npos) << err->message;
+}
+
 TEST(ApiTest, ErrorShapeIsOpenAis) {
   ApiError e = bad_request("'max_tokens' must be an integer", "max_tokens");
   Json j = e.to_json();
