@@ -1,6 +1,7 @@
 #include "model/qwen35moe_weights.h"
 
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -75,6 +76,14 @@ class Binder {
       if (d.ne[0] % type_traits(info->type).block_size != 0) {
         return corrupt("tensor '", d.name, "' row length ", d.ne[0], " is not a multiple of the ",
                        type_name(info->type), " block size");
+      }
+      // Rows are read through float and 16-bit block fields: a file written with general.alignment 1 or 2
+      // can place a tensor where those loads would be misaligned (undefined behaviour), so it is refused.
+      const size_t align = info->type == GgmlType::F32 ? 4 : 2;
+      if (reinterpret_cast<uintptr_t>(file.tensor_data(*info).data()) % align != 0) {
+        return unsupported(
+            "tensor '", d.name, "' starts at a file offset that is not a multiple of ", align,
+            " (general.alignment too small); rewrite the file with the default alignment of 32");
       }
       TensorView v;
       v.data = file.tensor_data(*info).data();

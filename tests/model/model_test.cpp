@@ -158,6 +158,19 @@ TEST(ModelLoad, EveryHyperparameterCheckNamesTheKey) {
   }
 }
 
+// A file written with general.alignment 1 places tensors at odd offsets, where float loads would be
+// misaligned: refused by name. The same tensors at the default alignment load.
+TEST(ModelLoad, MisalignedTensorDataIsRefused) {
+  testing::TempDir dir;
+  const std::string path = dir.file("packed.gguf");
+  rewrite_gguf(
+      fixtures().tiny_mtp, path, [](TensorSpec&, std::vector<uint8_t>&) { return true; },
+      [](Metadata& md) { md.set("general.alignment", Value::scalar(uint32_t{1})); });
+  const std::string msg = load_error(path);
+  EXPECT_NE(msg.find("starts at a file offset that is not a multiple of"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("general.alignment too small"), std::string::npos) << msg;
+}
+
 // A NaN in a norm, vector or conv tap would turn every logit into NaN without failing anywhere: the load
 // refuses it and names the tensor and the element.
 TEST(ModelLoad, NonFiniteFloatTensorIsRefused) {
