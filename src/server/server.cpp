@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kListenBacklog = 1024;  // pending connections the kernel queues for accept()
 constexpr const char* kJson = "application/json; charset=utf-8";
 
 void send_json(httplib::Response& res, int status, const Json& j) {
@@ -485,6 +487,16 @@ Status Server::start() {
   // the first until the client acknowledges it (up to its delayed-ACK time, 40 ms on Linux), so a stream
   // arrives in bursts and TTFT grows by that delay.
   s.http.set_tcp_nodelay(true);
+  // Debian's cpp-httplib (a compiled library) listens with a backlog of 5: 64 clients reconnecting at once
+  // overflowed the accept queue. The listening socket is remembered here (this replaces httplib's default
+  // option, SO_REUSEADDR, so that is set too) and listen() is called again with a deeper queue after the
+  // bind; the kernel caps it at net.core.somaxconn.
+  auto listening = std::make_shared<int>(-1);
+  s.http.set_socket_options([listening](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    *listening = static_cast<int>(sock);
+  });
   s.routes();
   if (s.cfg.port == 0) {
     s.port = s.http.bind_to_any_port(s.cfg.host);
@@ -495,6 +507,7 @@ Status Server::start() {
                       " (in use, or not an address of this machine)");
     s.port = s.cfg.port;
   }
+  if (*listening >= 0) ::listen(*listening, kListenBacklog);
   s.loop.start();
   s.listener = std::thread([&s] { s.http.listen_after_bind(); });
   while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));

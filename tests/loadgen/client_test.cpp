@@ -100,7 +100,8 @@ class OneAnswerPerConnection {
             "Content-Length: " +
             std::to_string(body.size()) + "\r\n\r\n";
         const std::string out = head + body;
-        if (::write(c, out.data(), out.size()) == static_cast<ssize_t>(out.size())) ++answered_;
+        ++answered_;  // before the write: the client may read the answer before write() returns here
+        if (::write(c, out.data(), out.size()) != static_cast<ssize_t>(out.size())) --answered_;
         read_request(c);  // the next request on this connection: closed unanswered
       }
       ::close(c);

@@ -48,9 +48,14 @@ def one_request(port, rng, counts, errors):
     hang_up = stream and rng.random() < 0.2
     path = "/v1/chat/completions" if chat else "/v1/completions"
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    stage = "connect"
     try:
+        conn.connect()
+        stage = "send"
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        stage = "response"
         resp = conn.getresponse()
+        stage = "body"
         if resp.status != 200:
             errors.append(f"HTTP {resp.status}: {resp.read()[:200]!r}")
             return
@@ -69,7 +74,8 @@ def one_request(port, rng, counts, errors):
         counts["ok"] += 1
     except Exception as e:  # noqa: BLE001 - every failure is a finding of the soak
         if not hang_up:
-            errors.append(f"{type(e).__name__}: {e}")
+            errors.append(f"{type(e).__name__} at {stage}: {e} ({'stream' if stream else 'whole'} {path}, "
+                          f"max_tokens {body['max_tokens']}, speculative {body.get('speculative')})")
     finally:
         conn.close()
 
@@ -127,8 +133,9 @@ def main():
             problems.append("no request succeeded")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as r:
             health = json.load(r)
+        statuses = {k[k.index("{"):]: int(v) for k, v in m.items() if k.startswith("mtp_requests_total{")}
         print(f"{seconds:.0f} s, {CLIENTS} clients: {counts['ok']} requests ok, {counts['hung_up']} hung up "
-              f"({cancelled:.0f} counted cancelled), {len(errors)} errors; health {health}")
+              f"({cancelled:.0f} counted cancelled), {len(errors)} errors; health {health}; responses {statuses}")
         for p in problems:
             print("problem:", p)
         return 1 if problems else 0
