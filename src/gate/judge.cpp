@@ -130,9 +130,9 @@ const char* statistic_name(Statistic s) {
     case Statistic::kMedian:
       return "median";
     case Statistic::kBootstrapMean:
-      return "bootstrap lower/upper bound of the mean";
+      return "bootstrap bound of the mean";
     case Statistic::kBootstrapMedian:
-      return "bootstrap lower/upper bound of the median";
+      return "bootstrap bound of the median";
     case Statistic::kWilson:
       return "Wilson bound";
   }
