@@ -20,7 +20,7 @@ std::vector<RunData> split_by_repeat(const RunData& run) {
   for (const RequestRecord& r : run.requests) ids.insert(r.repeat);
   std::vector<RunData> out;
   for (int k : ids) {
-    RunData part{run.header, {}};
+    RunData part{run.header, {}, {}};
     for (const RequestRecord& r : run.requests)
       if (r.repeat == k) part.requests.push_back(r);
     out.push_back(std::move(part));

@@ -227,12 +227,16 @@ Status run_replay(const ReplayOptions& o, const std::vector<TraceRequest>& reqs,
   rp.nonce = random_nonce();
   MTP_RETURN_IF_ERROR(out.write(replay_header(o, reqs, rp.model)));
   for (size_t i = 0; i < reqs.size(); ++i) rp.pending.push_back(i);
-  rp.clock = RunClock();  // time 0 is the first arrival, after the probe
+  SpecCounterWindow counters(o.client, o.on_warning);
+  rp.clock = RunClock();  // time 0 is the first arrival, after the probe and the scrape
   std::vector<std::thread> workers;
   const int n = std::max(1, std::min<int>(o.concurrency, static_cast<int>(reqs.size())));
   for (int w = 0; w < n; ++w) workers.emplace_back(replay_worker, std::ref(rp), w);
   for (std::thread& t : workers) t.join();
-  return rp.status;
+  MTP_RETURN_IF_ERROR(rp.status);
+  if (Json line = counters.finish(Json{{"level", o.concurrency}, {"repeat", 0}}); !line.is_null())
+    MTP_RETURN_IF_ERROR(out.write(line));
+  return Status::Ok();
 }
 
 }  // namespace mtp::loadgen

@@ -65,6 +65,18 @@ std::string read_request(const Json& j, RequestRecord& r) {
   return in.error;
 }
 
+std::string read_server_metrics(const Json& j, ServerMetricsRecord& m) {
+  LineReader in{j, ""};
+  m.level = static_cast<int>(in.i64("level", false));
+  m.repeat = static_cast<int>(std::max<int64_t>(in.i64("repeat", true), 0));
+  m.server = in.text("server");
+  if (auto it = j.find("rate"); it != j.end() && it->is_number()) m.rate = it->get<double>();
+  const auto spec = j.find("spec_decode");
+  if (in.error.empty() && (spec == j.end() || !spec_counters_from_json(*spec, m.spec)))
+    in.error = "\"spec_decode\" is not an object";
+  return in.error;
+}
+
 std::string read_event(const Json& j, int64_t& req, EventRecord& e) {
   LineReader in{j, ""};
   req = in.i64("req", false);
@@ -101,8 +113,12 @@ Expected<RunData> read_run(const std::string& path) {
       RequestRecord r;
       why = read_request(j, r);
       run.requests.push_back(std::move(r));
+    } else if (type == "server_metrics") {
+      ServerMetricsRecord m;
+      why = read_server_metrics(j, m);
+      run.server_metrics.push_back(std::move(m));
     } else {
-      why = "no known \"type\" (header, event or request)";
+      why = "no known \"type\" (header, event, request or server_metrics)";
     }
     if (!why.empty()) return corrupt(path, ":", n, ": ", why);
   }
@@ -253,7 +269,11 @@ std::vector<LevelSummary> summarize_run(const RunData& run) {
     if (!r.warmup) measured[key].push_back(&r);
   }
   std::vector<LevelSummary> out;
-  for (const LevelKey& key : order) out.push_back(summarize_level(key, measured[key]));
+  for (const LevelKey& key : order) {
+    out.push_back(summarize_level(key, measured[key]));
+    for (const ServerMetricsRecord& m : run.server_metrics)
+      if (LevelKey{m.level, m.rate, m.server} == key) add_counters(out.back().server_spec, m.spec);
+  }
   return out;
 }
 

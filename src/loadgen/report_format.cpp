@@ -1,5 +1,6 @@
 // The report's two forms: a markdown table for people, a JSON summary for programs (report.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "loadgen/report.h"
@@ -36,23 +37,43 @@ void put_dist(Json& j, const char* name, const Dist& d) {
   j[str_cat("p99_", name, "_ms")] = v(d.p99);
 }
 
-void put_spec(Json& j, const LevelSummary& s) {
-  if (s.spec_requests == 0) return;
-  j["spec_decode_draft_tokens"] = s.draft_n;
-  j["spec_decode_accepted_tokens"] = s.draft_accepted;
-  j["spec_decode_num_drafts"] = s.draft_rounds;
-  // Percent, as vLLM states it.
-  j["spec_decode_acceptance_rate"] =
-      s.draft_n > 0 ? Json(100.0 * static_cast<double>(s.draft_accepted) / static_cast<double>(s.draft_n))
-                    : Json();
-  j["spec_decode_acceptance_length"] =
-      s.draft_rounds > 0
-          ? Json(1.0 + static_cast<double>(s.draft_accepted) / static_cast<double>(s.draft_rounds))
-          : Json();
+// vLLM's derived spec_decode_* keys from totals: acceptance rate (percent, as vLLM), mean acceptance length
+// (1 + accepted / rounds) and per-position rates (accepted at position k / rounds).
+void put_spec_rates(Json& j, double draft_tokens, double accepted, double rounds,
+                    const std::vector<double>& accepted_per_position) {
+  j["spec_decode_acceptance_rate"] = draft_tokens > 0 ? Json(100.0 * accepted / draft_tokens) : Json();
+  j["spec_decode_acceptance_length"] = rounds > 0 ? Json(1.0 + accepted / rounds) : Json();
   Json per_pos = Json::array();
-  for (double a : s.accepted_per_position)
-    per_pos.push_back(s.draft_rounds > 0 ? a / static_cast<double>(s.draft_rounds) : 0.0);
+  for (double a : accepted_per_position) per_pos.push_back(rounds > 0 ? a / rounds : 0.0);
   j["spec_decode_per_position_acceptance_rates"] = per_pos;
+}
+
+// Counters are integers; Prometheus writes them as floats ("12.0").
+Json count(double v) {
+  return Json(static_cast<int64_t>(std::llround(v)));
+}
+
+// From the requests' timings when the server sent them (mtp.cpp, llama-server), else from its /metrics
+// counters (vLLM); the counters also under "server_spec_decode" whenever they were scraped.
+void put_spec(Json& j, const LevelSummary& s) {
+  const SpecCounters& c = s.server_spec;
+  if (c.present) {
+    j["server_spec_decode"] = spec_counters_json(c);
+    for (const char* key : {"num_drafts", "num_draft_tokens", "num_accepted_tokens"})
+      j["server_spec_decode"][key] = count(j["server_spec_decode"][key].get<double>());
+  }
+  if (s.spec_requests > 0) {
+    j["spec_decode_draft_tokens"] = s.draft_n;
+    j["spec_decode_accepted_tokens"] = s.draft_accepted;
+    j["spec_decode_num_drafts"] = s.draft_rounds;
+    put_spec_rates(j, static_cast<double>(s.draft_n), static_cast<double>(s.draft_accepted),
+                   static_cast<double>(s.draft_rounds), s.accepted_per_position);
+  } else if (c.present) {
+    j["spec_decode_draft_tokens"] = count(c.draft_tokens);
+    j["spec_decode_accepted_tokens"] = count(c.accepted_tokens);
+    j["spec_decode_num_drafts"] = count(c.drafts);
+    put_spec_rates(j, c.draft_tokens, c.accepted_tokens, c.drafts, c.accepted_per_position);
+  }
 }
 
 Json level_json(const LevelSummary& s) {
@@ -116,6 +137,27 @@ std::string markdown_report(const std::vector<LevelSummary>& levels) {
     }
   }
   return out;
+}
+
+std::string markdown_server_spec(const std::vector<LevelSummary>& levels) {
+  std::string rows;
+  for (const LevelSummary& s : levels) {
+    const SpecCounters& c = s.server_spec;
+    if (!c.present) continue;
+    std::string positions;
+    for (size_t k = 0; k < c.accepted_per_position.size(); ++k)
+      positions += (k > 0 ? " / " : "") + fmt(c.position_rate(k), 2);
+    const std::string level = level_label(s.concurrency, s.rate) + (s.server.empty() ? "" : " " + s.server);
+    rows += str_cat("| ", level, " | ", fmt(c.drafts, 0), " | ", fmt(c.draft_tokens, 0), " | ",
+                    fmt(c.accepted_tokens, 0), " | ",
+                    c.draft_tokens > 0 ? fmt(100 * c.acceptance_rate(), 1) + "%" : "-", " | ",
+                    c.drafts > 0 ? fmt(c.mean_accepted_length(), 2) : "-", " | ",
+                    positions.empty() ? "-" : positions, " |\n");
+  }
+  if (rows.empty()) return "";
+  return "| c | drafts | drafted tokens | accepted | acceptance | mean accepted length | acceptance per "
+         "position |\n|---:|---:|---:|---:|---:|---:|---|\n" +
+         rows;
 }
 
 Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source,

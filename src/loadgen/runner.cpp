@@ -122,12 +122,32 @@ void add_requests(Level& lv, const std::string& model, int64_t first_id) {
   }
 }
 
+// The servers' speculative-decoding counters around the level (target, then baseline if any).
+std::vector<SpecCounterWindow> open_counter_windows(const BenchOptions& o) {
+  std::vector<SpecCounterWindow> windows;
+  windows.emplace_back(o.client, o.on_warning);
+  if (!o.baseline_url.empty()) {
+    ClientOptions b = o.client;
+    b.url = o.baseline_url;
+    windows.emplace_back(b, o.on_warning);
+  }
+  return windows;
+}
+
 Status run_level(Level& lv) {
+  std::vector<SpecCounterWindow> counters = open_counter_windows(lv.o);
   lv.start_ns = lv.clock.now_ns();
   std::vector<std::thread> workers;
   for (int w = 0; w < lv.concurrency; ++w) workers.emplace_back(worker, std::ref(lv), w);
   for (std::thread& t : workers) t.join();
-  return lv.status;
+  MTP_RETURN_IF_ERROR(lv.status);
+  for (size_t k = 0; k < counters.size(); ++k) {
+    Json where = {{"level", lv.concurrency}, {"repeat", lv.repeat}};
+    if (lv.rate > 0) where["rate"] = lv.rate;
+    if (counters.size() > 1) where["server"] = k == 0 ? "target" : "baseline";
+    if (Json line = counters[k].finish(where); !line.is_null()) MTP_RETURN_IF_ERROR(lv.out.write(line));
+  }
+  return Status::Ok();
 }
 
 // One run of every level (repeat `rep`); request ids, and so prompts, continue from `next_id`.

@@ -254,11 +254,17 @@ bool StreamClient::run_attempt(const ChatRequest& req, const RunClock& clock, Re
          r.http_status == 0;
 }
 
+Expected<std::string> StreamClient::get_text(const std::string& path) {
+  const httplib::Result res = impl_->http.Get(impl_->prefix + path, impl_->headers);
+  if (!res) return io_error("GET ", path, ": ", transport_error(res.error()));
+  if (res->status == 404) return not_found("GET ", path, ": HTTP 404");
+  if (res->status != 200) return io_error("GET ", path, ": HTTP ", res->status);
+  return res->body;
+}
+
 Expected<std::string> StreamClient::first_model() {
-  const httplib::Result res = impl_->http.Get(impl_->prefix + "/v1/models", impl_->headers);
-  if (!res) return io_error("GET /v1/models: ", transport_error(res.error()));
-  if (res->status != 200) return io_error("GET /v1/models: HTTP ", res->status);
-  const Json j = Json::parse(res->body, nullptr, false);
+  MTP_ASSIGN_OR_RETURN(std::string body, get_text("/v1/models"));
+  const Json j = Json::parse(body, nullptr, false);
   const Json* data = member(j, "data");
   if (data == nullptr || !data->is_array() || data->empty())
     return corrupt("GET /v1/models: no model listed");

@@ -8,9 +8,7 @@
 
 #include "base/timer.h"
 #include "command.h"
-#include "loadgen/paired.h"
-#include "loadgen/repeats.h"
-#include "loadgen/report.h"
+#include "loadgen/report_sections.h"
 #include "loadgen/runner.h"
 
 namespace mtp::tools {
@@ -114,15 +112,14 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   const int servers = o.baseline_url.empty() ? 1 : 2;
   BenchProgress progress(servers * (o.warmup + o.requests));
   o.tool_version = MTP_VERSION;
+  o.on_warning = [](const std::string& why) {
+    std::fprintf(stderr, "mtp bench: warning: %s\n", why.c_str());
+  };
   const Status status = loadgen::run_bench(o, **writer, [&](const RequestRecord& r) { progress.done(r); });
   if (!status.ok()) return report_error("bench", status);
   auto run = loadgen::read_run(path);
   if (!run.ok()) return report_error("bench", run.status());
-  std::fputs(loadgen::markdown_report(loadgen::summarize_run(*run)).c_str(), stdout);
-  if (const auto repeats = loadgen::summarize_repeats(*run); !repeats.empty())
-    std::fputs(("\nOver the repeats:\n\n" + loadgen::markdown_repeats(repeats)).c_str(), stdout);
-  if (const auto pairs = loadgen::summarize_pairs(*run); !pairs.empty())
-    std::fputs(("\nPaired, target/baseline:\n\n" + loadgen::markdown_pairs(pairs)).c_str(), stdout);
+  std::fputs(loadgen::markdown_sections(*run).c_str(), stdout);
   const size_t levels = o.rates.empty() ? o.levels.size() : o.rates.size();
   const int total = servers * o.repeat * static_cast<int>(levels) * (o.warmup + o.requests);
   if (progress.failed_total() == total) {

@@ -8,7 +8,7 @@
 
 #include "command.h"
 #include "loadgen/replay.h"
-#include "loadgen/report.h"
+#include "loadgen/report_sections.h"
 
 namespace mtp::tools {
 namespace {
@@ -67,6 +67,9 @@ Status finish_options(ReplayArgs& a) {
   a.o.defeat_cache = a.cache == "defeat";
   a.o.trace = a.trace;
   a.o.tool_version = MTP_VERSION;
+  a.o.on_warning = [](const std::string& why) {
+    std::fprintf(stderr, "mtp replay: warning: %s\n", why.c_str());
+  };
   if (auto url = loadgen::split_url(a.o.client.url); !url.ok()) return url.status();
   return Status::Ok();
 }
@@ -96,9 +99,7 @@ int run_replay_command(ReplayArgs& a) {
   if (!status.ok()) return report_error("replay", status);
   auto run = loadgen::read_run(a.output);
   if (!run.ok()) return report_error("replay", run.status());
-  std::fputs(loadgen::markdown_report(loadgen::summarize_run(*run)).c_str(), stdout);
-  if (const auto strata = loadgen::summarize_strata(*run); !strata.empty())
-    std::fputs(("\nPer depth stratum:\n\n" + loadgen::markdown_report(strata)).c_str(), stdout);
+  std::fputs(loadgen::markdown_sections(*run).c_str(), stdout);
   if (failed == n) {
     std::fprintf(stderr, "mtp replay: all %d requests failed; the first: %s\n", n, first_error.c_str());
     return kExitRuntimeError;

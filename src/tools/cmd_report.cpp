@@ -1,21 +1,19 @@
-// `mtp report RUN.jsonl [--json OUT.json]`: the metrics of a run file written by `mtp bench`, computed from
-// the raw events alone (docs/bench.md, "Metrics"): a markdown table on stdout, a JSON summary with vLLM's
-// result keys on request.
+// `mtp report RUN.jsonl [--json OUT.json]`: the metrics of a run file written by `mtp bench` or `mtp replay`,
+// computed from the raw events alone (docs/bench.md, "Metrics"): markdown tables on stdout, a JSON summary
+// with vLLM's result keys on request.
 #include <cstdio>
 #include <memory>
 
 #include "base/atomic_file.h"
 #include "command.h"
-#include "loadgen/paired.h"
-#include "loadgen/repeats.h"
-#include "loadgen/report.h"
+#include "loadgen/report_sections.h"
 
 namespace mtp::tools {
 namespace {
 
-Status write_json(const std::string& path, const loadgen::Json& j) {
+// Through a temporary file renamed at the end: a reader never sees half a summary.
+Status write_text(const std::string& path, const std::string& text) {
   MTP_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
-  const std::string text = j.dump(2) + "\n";
   MTP_RETURN_IF_ERROR(f.write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
   return f.commit();
 }
@@ -34,25 +32,9 @@ CommandRunner register_report(CLI::App& app) {
   return [a] {
     auto run = loadgen::read_run(a->run);
     if (!run.ok()) return report_error("report", run.status());
-    const std::vector<loadgen::LevelSummary> levels = loadgen::summarize_run(*run);
-    std::fputs(loadgen::markdown_report(levels).c_str(), stdout);
-    // Replay runs with --strata: the same figures per prompt-length range.
-    const std::vector<loadgen::LevelSummary> strata = loadgen::summarize_strata(*run);
-    if (!strata.empty())
-      std::fputs(("\nPer depth stratum:\n\n" + loadgen::markdown_report(strata)).c_str(), stdout);
-    // Runs with --repeat: mean and 95% interval over the repeats.
-    const std::vector<loadgen::RepeatSummary> repeats = loadgen::summarize_repeats(*run);
-    if (!repeats.empty())
-      std::fputs(("\nOver the repeats:\n\n" + loadgen::markdown_repeats(repeats)).c_str(), stdout);
-    // Runs with --baseline: paired ratios target/baseline.
-    const std::vector<loadgen::PairedSummary> pairs = loadgen::summarize_pairs(*run);
-    if (!pairs.empty())
-      std::fputs(("\nPaired, target/baseline:\n\n" + loadgen::markdown_pairs(pairs)).c_str(), stdout);
+    std::fputs(loadgen::markdown_sections(*run).c_str(), stdout);
     if (!a->json.empty()) {
-      loadgen::Json j = loadgen::json_report(*run, levels, a->run, strata);
-      if (!repeats.empty()) j["repeats"] = loadgen::repeats_json(repeats);
-      if (!pairs.empty()) j["paired"] = loadgen::pairs_json(pairs);
-      const Status s = write_json(a->json, j);
+      const Status s = write_text(a->json, loadgen::json_sections(*run, a->run).dump(2) + "\n");
       if (!s.ok()) return report_error("report", s);
     }
     return kExitOk;

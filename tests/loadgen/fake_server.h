@@ -1,6 +1,7 @@
 // An OpenAI-style streaming server in the test process: cpp-httplib on a loopback port, answering
 // POST /v1/chat/completions with a scripted SSE stream (each chunk after its own delay), or with one of the
-// failures the client must survive.
+// failures the client must survive; and, when asked, GET /metrics with vLLM's speculative-decoding counters
+// (404 otherwise, as llama-server without --metrics).
 #pragma once
 
 #include <httplib.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +22,38 @@ struct ScriptedChunk {
 };
 
 enum class FakeMode { kStream, kStatus500, kCloseMidStream };
+
+// What each chat request adds to the server's /metrics counters.
+struct ScriptedCounters {
+  int drafts = 0, draft_tokens = 0, accepted = 0;
+  std::vector<int> accepted_per_position;
+};
+
+// vLLM's exposition of the counters after `requests` chat requests, with a histogram and comments around
+// them as a real scrape has.
+inline std::string vllm_metrics_text(const ScriptedCounters& c, int requests) {
+  const std::string labels = R"(engine="0",model_name="fake-model")";
+  std::string s =
+      "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+      "# TYPE vllm:num_requests_running gauge\n"
+      "vllm:num_requests_running{" +
+      labels +
+      "} 0.0\n"
+      "vllm:e2e_request_latency_seconds_bucket{" +
+      labels + ",le=\"+Inf\"} " + std::to_string(requests) +
+      ".0\n"
+      "# TYPE vllm:spec_decode_num_drafts_total counter\n";
+  auto line = [&](const std::string& name, const std::string& extra, int per_request) {
+    s += name + "{" + labels + extra + "} " + std::to_string(per_request * requests) + ".0\n";
+  };
+  line("vllm:spec_decode_num_drafts_total", "", c.drafts);
+  line("vllm:spec_decode_num_draft_tokens_total", "", c.draft_tokens);
+  line("vllm:spec_decode_num_accepted_tokens_total", "", c.accepted);
+  for (size_t k = 0; k < c.accepted_per_position.size(); ++k)
+    line("vllm:spec_decode_num_accepted_tokens_per_pos_total", ",position=\"" + std::to_string(k) + "\"",
+         c.accepted_per_position[k]);
+  return s;
+}
 
 // A chat chunk whose delta carries `field` = `text` ("content", "reasoning_content"); `timings` if not null.
 inline std::string delta_chunk(const std::string& field, const std::string& text,
@@ -75,6 +109,15 @@ class FakeServer {
         return true;
       });
     });
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (metrics_body_.empty() && !counters_) {
+        res.status = 404;
+        return;
+      }
+      const int served = static_cast<int>(bodies_.size());
+      res.set_content(counters_ ? vllm_metrics_text(*counters_, served) : metrics_body_, "text/plain");
+    });
     server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})",
                       "application/json");
@@ -88,6 +131,16 @@ class FakeServer {
     thread_.join();
   }
   int port() const { return port_; }
+  // GET /metrics: vLLM's counters, `per_request` times the chat requests received so far.
+  void serve_counters(const ScriptedCounters& per_request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_ = per_request;
+  }
+  // GET /metrics: this text as it is.
+  void serve_metrics_text(const std::string& body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_body_ = body;
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string last_body() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -113,6 +166,8 @@ class FakeServer {
   std::string last_body_;
   std::vector<std::string> bodies_;
   std::vector<std::chrono::steady_clock::time_point> received_;
+  std::optional<ScriptedCounters> counters_;
+  std::string metrics_body_;
 };
 
 }  // namespace mtp::testing

@@ -47,17 +47,7 @@ ReplayOptions options(const std::string& url) {
 }
 
 RunData replay(const ReplayOptions& o, const std::vector<TraceRequest>& reqs, const std::string& name) {
-  const std::string path = write_temp(name, "");
-  {
-    auto out = JsonlWriter::open(path);
-    EXPECT_TRUE(out.ok());
-    const Status s = run_replay(o, reqs, **out);
-    EXPECT_TRUE(s.ok()) << s.message();
-  }
-  auto run = read_run(path);
-  EXPECT_TRUE(run.ok()) << run.status().message();
-  std::filesystem::remove(path);
-  return run.ok() ? *run : RunData{};
+  return run_to_file(name, [&](JsonlWriter& out) { return run_replay(o, reqs, out); });
 }
 
 TEST(Replay, ClosedLoopSendsEveryRequestAndKeepsSessionTurnsInOrder) {

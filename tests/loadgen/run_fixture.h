@@ -9,7 +9,10 @@
 #include <fstream>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "base/status.h"
+#include "loadgen/report.h"
 #include "loadgen/runner.h"
 
 namespace mtp::loadgen {
@@ -37,6 +40,24 @@ inline std::string write_temp(const std::string& name, const std::string& text) 
       (std::filesystem::temp_directory_path() / (name + "." + std::to_string(getpid()) + ".jsonl")).string();
   std::ofstream(path) << text;
   return path;
+}
+
+// Runs `run(writer)` (a bench or a replay) into a temporary run file and reads the file back; an empty run,
+// with the test failed, when either step fails.
+template <typename Run>
+RunData run_to_file(const std::string& name, Run&& run) {
+  const std::string path = write_temp(name, "");
+  {
+    auto out = JsonlWriter::open(path);
+    EXPECT_TRUE(out.ok());
+    if (!out.ok()) return {};
+    const Status s = run(**out);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  auto data = read_run(path);
+  EXPECT_TRUE(data.ok()) << data.status().message();
+  std::filesystem::remove(path);
+  return data.ok() ? *data : RunData{};
 }
 
 // A request line; times in ms (written as ns), first_token -1 for none.

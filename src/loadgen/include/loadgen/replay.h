@@ -27,6 +27,7 @@ struct ReplayOptions {
   bool defeat_cache = false;         // a unique nonce before each prompt and a distinct cache_salt
   uint64_t seed = 1;                 // synthetic prompts
   std::string tool_version;
+  Warn on_warning;  // a server's /metrics that cannot be read (the replay goes on without it)
 };
 
 // The stratum of a prompt length: "<B0", "B0-B1", ..., ">=Bn"; "unknown" for -1.

@@ -9,13 +9,24 @@
 
 #include "base/status.h"
 #include "loadgen/record.h"
+#include "loadgen/spec_counters.h"
 #include "loadgen/stats.h"
 
 namespace mtp::loadgen {
 
+// A "server_metrics" line: a server's counters changed by one run of one level (spec_counters.h).
+struct ServerMetricsRecord {
+  int level = 0;
+  double rate = 0;
+  int repeat = 0;
+  std::string server;  // with --baseline: "target" or "baseline"
+  SpecCounters spec;
+};
+
 struct RunData {
   Json header;                          // null when the file has no header line
   std::vector<RequestRecord> requests;  // in file order, each with its events
+  std::vector<ServerMetricsRecord> server_metrics;
 };
 
 // Reads a run file. A line that is not JSON or lacks a required field fails with "PATH:LINE: why".
@@ -39,6 +50,8 @@ struct LevelSummary {
   int spec_requests = 0;
   int64_t draft_n = 0, draft_accepted = 0, draft_rounds = 0;
   std::vector<double> accepted_per_position;  // accepted drafts at each position, summed (rate * rounds)
+  // The same from the server's /metrics counters (vLLM), summed over the level's runs; not per stratum.
+  SpecCounters server_spec;
 };
 
 std::vector<LevelSummary> summarize_run(const RunData& run);
@@ -52,6 +65,8 @@ std::string level_label(int concurrency, double rate);
 
 // A markdown table, one row per level (with a first "prompt tokens" column for per-stratum summaries).
 std::string markdown_report(const std::vector<LevelSummary>& levels);
+// A table of the server's /metrics speculative-decoding figures per level; "" when no level has them.
+std::string markdown_server_spec(const std::vector<LevelSummary>& levels);
 // The JSON summary: {"source", "header", "levels": [...]} with vLLM's result keys per level, and "strata":
 // [...] (each also with "stratum") when `strata` is not empty.
 Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source,

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "loadgen/record.h"
+#include "loadgen/spec_counters.h"
 #include "loadgen/stream_client.h"
 
 namespace mtp::loadgen {
@@ -33,6 +34,7 @@ struct BenchOptions {
   std::optional<double> temperature;
   bool ignore_eos = false;
   std::string tool_version;  // for the header line
+  Warn on_warning;           // a server's /metrics that cannot be read (the run goes on without it)
 };
 
 // The arrival offsets (ns from the level's start) of n requests at `rate` per second: cumulative

@@ -49,6 +49,10 @@ class StreamClient {
   // The first model id from GET /v1/models, or an error.
   Expected<std::string> first_model();
 
+  // The body of GET `path` (under the URL's prefix, e.g. "/metrics"); an error for no answer or a status
+  // other than 200.
+  Expected<std::string> get_text(const std::string& path);
+
  private:
   // One try; true when it failed at once on a kept-alive connection the server had closed.
   bool run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r);
