@@ -2,6 +2,9 @@
 // one-line errors.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "cli_util.h"
 #include "fake_server.h"
 #include "loadgen/report.h"
@@ -26,6 +29,22 @@ TEST(ReportCommand, PrintsTheTableAndWritesTheJsonSummary) {
   EXPECT_NEAR(j["levels"][1]["output_throughput"].get<double>(), 60, 1e-9);
   std::filesystem::remove(path);
   std::filesystem::remove(json);
+}
+
+TEST(ReportCommand, WritesTheHtmlPageAndRefusesAPathItCannotCreate) {
+  const std::string path = write_temp("cli_report_html", fixture());
+  const std::string html = path + ".html";
+  const auto r = run_mtp("report '" + path + "' --html '" + html + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(page.starts_with("<!DOCTYPE html>")) << page.substr(0, 80);
+  EXPECT_TRUE(page.ends_with("</html>\n"));
+  const auto bad = run_mtp("report '" + path + "' --html /nonexistent/dir/r.html", true);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("mtp report: "), std::string::npos) << bad.output;
+  std::filesystem::remove(path);
+  std::filesystem::remove(html);
 }
 
 TEST(ReportCommand, MalformedOrMissingFileIsAOneLineErrorAndExit1) {
