@@ -203,6 +203,7 @@ Json replay_header(const ReplayOptions& o, const std::vector<TraceRequest>& reqs
   }
   const Json opts = {{"trace", o.trace},
                      {"format", o.format},
+                     {"skipped_trace_lines", o.skipped_trace_lines},
                      {"requests", reqs.size()},
                      {"load", o.time_scale ? "timed" : "closed-loop"},
                      {"concurrency", o.concurrency},

@@ -10,6 +10,7 @@
 namespace mtp::loadgen {
 namespace {
 
+using trace_detail::estimate_tokens;
 using trace_detail::for_each_line;
 using trace_detail::int_field;
 
@@ -29,13 +30,6 @@ std::string first_line(const std::string& text) {
   size_t start = text.find_first_not_of(" \t\r\n");
   if (start == std::string::npos) return "";
   return text.substr(start, text.find('\n', start) - start);
-}
-
-// ceil(chars / 4): the usual characters-per-token of English BPE text, for traces that give no counts.
-int64_t estimate_tokens(const std::string& text) {
-  int64_t n = 0;
-  for (unsigned char c : text) n += (c & 0xC0) != 0x80 ? 1 : 0;
-  return std::max<int64_t>(1, (n + 3) / 4);
 }
 
 // A string or boolean field, or `fallback` when absent or of another type (Json::value would throw).
@@ -151,7 +145,8 @@ int64_t line_of(const std::string& text, size_t offset) {
 }  // namespace
 
 const std::vector<std::string>& trace_formats() {
-  static const std::vector<std::string> kFormats = {"mtp", "sharegpt", "mooncake", "azure", "burstgpt"};
+  static const std::vector<std::string> kFormats = {"mtp",      "sharegpt",    "mooncake",      "azure",
+                                                    "burstgpt", "vllm-custom", "sglang-agentic"};
   return kFormats;
 }
 
@@ -165,13 +160,18 @@ Expected<std::string> detect_trace_format(const std::string& path) {
                             "GeneratedTokens) nor BurstGPT (Timestamp,...,Request tokens,Response tokens)");
   }
   if (!line.empty() && line[0] == '[') return std::string("sharegpt");
-  const Json j = Json::parse(line, nullptr, false);
+  Json j = Json::parse(line, nullptr, false);
+  // A pretty-printed JSON object's first line is not JSON alone: SGLang's agentic trace is one object.
+  if (j.is_discarded() && !line.empty() && line[0] == '{') j = Json::parse(text, nullptr, false);
+  if (j.is_object() && j.contains("conversations")) return std::string("sglang-agentic");
   if (j.is_object() && j.contains("input_length")) return std::string("mooncake");
   if (j.is_object() && j.value("type", Json()) == "trace") return std::string("mtp");
+  if (j.is_object() && j.contains("prompt")) return std::string("vllm-custom");
   return invalid_argument(path, ":1: cannot tell the trace format from this line; give --format");
 }
 
-Expected<std::vector<TraceRequest>> read_trace(const std::string& path, const std::string& format) {
+Expected<std::vector<TraceRequest>> read_trace(const std::string& path, const std::string& format,
+                                               TraceSkips* skips) {
   std::string f = format;
   if (f == "auto") {
     MTP_ASSIGN_OR_RETURN(f, detect_trace_format(path));
@@ -182,7 +182,11 @@ Expected<std::vector<TraceRequest>> read_trace(const std::string& path, const st
   if (f == "mooncake") return parse_mooncake(path, text);
   if (f == "azure") return parse_azure_csv(path, text);
   if (f == "burstgpt") return parse_burstgpt_csv(path, text);
-  return invalid_argument("--format '", format, "' is not auto, mtp, sharegpt, mooncake, azure or burstgpt");
+  if (f == "vllm-custom") return parse_vllm_custom(path, text, skips);
+  if (f == "sglang-agentic") return parse_sglang_agentic(path, text, skips);
+  return invalid_argument(
+      "--format '", format,
+      "' is not auto, mtp, sharegpt, mooncake, azure, burstgpt, vllm-custom or sglang-agentic");
 }
 
 Expected<std::vector<TraceRequest>> parse_mtp_trace(const std::string& path, const std::string& text) {

@@ -38,6 +38,13 @@ inline std::string int_field(const Json& j, const char* key, int64_t min, int64_
   return "";
 }
 
+// ceil(chars / 4): the usual characters-per-token of English BPE text, for traces that give no counts.
+inline int64_t estimate_tokens(const std::string& text) {
+  int64_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return std::max<int64_t>(1, (n + 3) / 4);
+}
+
 // Arrival times relative to the first request, then the requests in arrival order (stable: file order for
 // ties). Untimed traces keep file order.
 inline void order_by_arrival(std::vector<TraceRequest>& reqs) {

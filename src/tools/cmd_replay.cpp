@@ -1,6 +1,7 @@
 // `mtp replay TRACE --url URL -o RUN.jsonl`: the requests of a trace (ours from `mtp serve --record`,
-// ShareGPT, Mooncake, Azure, BurstGPT) sent to any OpenAI-compatible server, closed loop or at the trace's
-// times, into the same raw run file as `mtp bench`; then its report, per depth stratum too (docs/bench.md).
+// ShareGPT, Mooncake, Azure, BurstGPT, vLLM custom, SGLang agentic) sent to any OpenAI-compatible server,
+// closed loop or at the trace's times, into the same raw run file as `mtp bench`; then its report, per depth
+// stratum too (docs/bench.md).
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,12 +24,13 @@ struct ReplayArgs {
 
 void add_options(CLI::App* cmd, ReplayArgs& a) {
   cmd->add_option("trace", a.trace,
-                  "Trace file: mtp serve --record JSONL, ShareGPT JSON, Mooncake JSONL, "
-                  "Azure or BurstGPT CSV")
+                  "Trace file: mtp serve --record JSONL, ShareGPT JSON, Mooncake JSONL, Azure or BurstGPT "
+                  "CSV, vLLM custom JSONL, SGLang agentic JSON")
       ->required();
   cmd->add_option("--url", a.o.client.url, "Server base URL, e.g. http://127.0.0.1:8080")->required();
   cmd->add_option("--format", a.format, "Trace format (auto: from the file name and first line)")
-      ->check(CLI::IsMember({"auto", "mtp", "sharegpt", "mooncake", "azure", "burstgpt"}))
+      ->check(CLI::IsMember(
+          {"auto", "mtp", "sharegpt", "mooncake", "azure", "burstgpt", "vllm-custom", "sglang-agentic"}))
       ->capture_default_str();
   cmd->add_option("--model", a.o.model, "Model name to send (default: the first of GET /v1/models)");
   cmd->add_option("--concurrency", a.concurrency,
@@ -80,8 +82,13 @@ int run_replay_command(ReplayArgs& a) {
   // A file whose format cannot be told is bad input (exit 1), not a bad flag.
   if (!format.ok()) return report_error("replay", corrupt(format.status().message()));
   a.o.format = *format;
-  auto reqs = loadgen::read_trace(a.trace, *format);
+  loadgen::TraceSkips skips;
+  auto reqs = loadgen::read_trace(a.trace, *format, &skips);
   if (!reqs.ok()) return report_error("replay", reqs.status());
+  a.o.skipped_trace_lines = skips.count;
+  if (skips.count > 0)
+    std::fprintf(stderr, "mtp replay: warning: %lld unreadable lines or turns left out; the first: %s\n",
+                 static_cast<long long>(skips.count), skips.first.c_str());
   if (a.limit > 0 && static_cast<size_t>(a.limit) < reqs->size()) reqs->resize(static_cast<size_t>(a.limit));
   if (reqs->empty()) return report_error("replay", corrupt(a.trace, ": no requests"));
   auto writer = loadgen::JsonlWriter::open(a.output);
@@ -113,7 +120,8 @@ CommandRunner register_replay(CLI::App& app) {
   auto a = std::make_shared<ReplayArgs>();
   CLI::App* cmd = app.add_subcommand(
       "replay",
-      "Replay a trace (recorded, ShareGPT, Mooncake, Azure, BurstGPT) against a server into a run file");
+      "Replay a trace (recorded, ShareGPT, Mooncake, Azure, BurstGPT, vLLM custom, SGLang agentic) against a "
+      "server into a run file");
   add_options(cmd, *a);
   return [a] { return run_replay_command(*a); };
 }

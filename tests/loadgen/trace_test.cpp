@@ -2,6 +2,7 @@
 // each, which must fail with "PATH:LINE: why".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "loadgen/trace.h"
@@ -14,8 +15,9 @@ std::string data(const std::string& name) {
   return std::string(MTP_SOURCE_DIR) + "/tests/loadgen/data/" + name;
 }
 
-std::vector<TraceRequest> read_ok(const std::string& name, const std::string& format = "auto") {
-  auto r = read_trace(data(name), format);
+std::vector<TraceRequest> read_ok(const std::string& name, const std::string& format = "auto",
+                                  TraceSkips* skips = nullptr) {
+  auto r = read_trace(data(name), format, skips);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? *r : std::vector<TraceRequest>{};
 }
@@ -26,7 +28,9 @@ TEST(TraceFormats, DetectedFromNameAndFirstLine) {
                                                         {"sharegpt.json", "sharegpt"},
                                                         {"mooncake.jsonl", "mooncake"},
                                                         {"azure.csv", "azure"},
-                                                        {"burstgpt.csv", "burstgpt"}}) {
+                                                        {"burstgpt.csv", "burstgpt"},
+                                                        {"vllm_custom.jsonl", "vllm-custom"},
+                                                        {"sglang_agentic.json", "sglang-agentic"}}) {
     auto f = detect_trace_format(data(file));
     ASSERT_TRUE(f.ok()) << f.status().message();
     EXPECT_EQ(*f, format) << file;
@@ -95,6 +99,60 @@ TEST(TraceFormats, MooncakeLengthsTimesAndHashBlocks) {
   EXPECT_DOUBLE_EQ(t[2].arrival_s, 2.5);
   EXPECT_EQ(t[2].output_tokens, 1000);
   for (const TraceRequest& r : t) EXPECT_TRUE(r.synthetic);
+}
+
+TEST(TraceFormats, VllmCustomPromptsWithOptionalOutputTokensAndBadLinesCounted) {
+  TraceSkips skips;
+  const std::vector<TraceRequest> t = read_ok("vllm_custom.jsonl", "auto", &skips);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].messages, Json::parse(R"([{"role":"user","content":"What is the capital of India?"}])"));
+  EXPECT_EQ(t[0].output_tokens, 10);
+  EXPECT_EQ(t[0].prompt_tokens, 8);   // ceil(29 characters / 4)
+  EXPECT_EQ(t[1].output_tokens, -1);  // none given: the cap
+  EXPECT_EQ(t[2].source, data("vllm_custom.jsonl") + ":6");
+  EXPECT_EQ(t[2].output_tokens, 1520);
+  for (const TraceRequest& q : t) EXPECT_LT(q.arrival_s, 0);
+  // Lines 3 (not JSON), 4 (empty prompt) and 5 (output_tokens not a number) are left out and counted.
+  EXPECT_EQ(skips.count, 3);
+  EXPECT_EQ(skips.first, data("vllm_custom.jsonl") + ":3: not JSON");
+}
+
+TEST(TraceFormats, SglangAgenticTurnsCarryEarlierTurnsWithSyntheticReplies) {
+  TraceSkips skips;
+  const std::vector<TraceRequest> t = read_ok("sglang_agentic.json", "auto", &skips);
+  ASSERT_EQ(t.size(), 4u);
+  const std::string conv1 = data("sglang_agentic.json") + ": conversation 1";
+  EXPECT_EQ(t[0].session, conv1);
+  EXPECT_EQ(t[0].messages.size(), 2u);
+  EXPECT_EQ(t[0].prompt_tokens, 73821);
+  EXPECT_EQ(t[0].output_tokens, 220);
+  // Turn 2: turn 1's messages, a synthetic assistant reply of 220 words, then the tool result.
+  ASSERT_EQ(t[1].messages.size(), 4u);
+  EXPECT_EQ(t[1].messages[2]["role"], "assistant");
+  const std::string reply = t[1].messages[2]["content"].get<std::string>();
+  EXPECT_EQ(std::count(reply.begin(), reply.end(), ' '), 219) << reply;
+  EXPECT_EQ(t[1].messages[3]["role"], "tool");
+  EXPECT_GT(t[1].prompt_tokens, 0);           // none recorded: estimated from the text
+  EXPECT_EQ(t[2].source, conv1 + " turn 4");  // turn 3 has no messages
+  EXPECT_EQ(t[2].messages.size(), 6u);
+  EXPECT_EQ(t[2].prompt_tokens, 74894);
+  EXPECT_EQ(t[3].session, data("sglang_agentic.json") + ": conversation 3");
+  EXPECT_EQ(t[3].messages.size(), 1u);
+  EXPECT_EQ(skips.count, 3);  // turn 3 of conversation 1, conversation 2, turn 1 of conversation 3
+  EXPECT_EQ(skips.first, conv1 + " turn 3: no non-empty \"messages\" array");
+}
+
+TEST(TraceFormats, ImportedFormatsSkipGarbageButNeedTheirShape) {
+  const std::string garbage = write_temp("trace_garbage", "\x01\x02\n{\"prompt\": 5}\n[1, 2\n");
+  TraceSkips skips;
+  auto custom = read_trace(garbage, "vllm-custom", &skips);
+  ASSERT_TRUE(custom.ok());
+  EXPECT_TRUE(custom->empty());
+  EXPECT_EQ(skips.count, 3);
+  auto agentic = read_trace(garbage, "sglang-agentic", &skips);
+  ASSERT_FALSE(agentic.ok());  // not one JSON object: nothing to count lines of
+  EXPECT_NE(agentic.status().message().find("not a JSON object"), std::string::npos);
+  std::filesystem::remove(garbage);
 }
 
 TEST(TraceFormats, AzureCsvSkipsEmptyRowsAndOrdersByTime) {

@@ -20,6 +20,7 @@ struct ReplayOptions {
   ClientOptions client;
   std::string model;                 // empty: the first of GET /v1/models
   std::string trace, format;         // for the header
+  int64_t skipped_trace_lines = 0;   // for the header: lines of an imported dataset left out as unreadable
   int concurrency = 1;               // closed loop: workers; timed: requests in flight at most
   std::optional<double> time_scale;  // set: timed arrivals at trace time * time_scale
   int max_tokens_cap = 512;          // max_tokens = min(recorded output length, cap)

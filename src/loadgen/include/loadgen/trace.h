@@ -1,6 +1,7 @@
 // The requests `mtp replay` sends, read from a trace file (docs/bench.md, "Trace formats"): our own trace
-// (what `mtp serve --record` writes), ShareGPT JSON, and the length-only public traces (Mooncake JSONL, the
-// Azure LLM inference CSV, BurstGPT CSV), whose prompts are synthesized at the recorded lengths.
+// (what `mtp serve --record` writes), ShareGPT JSON, the length-only public traces (Mooncake JSONL, the
+// Azure LLM inference CSV, BurstGPT CSV), whose prompts are synthesized at the recorded lengths, and other
+// tools' datasets (vLLM's custom JSONL, SGLang's agentic multi-turn trace).
 #pragma once
 
 #include <cstdint>
@@ -32,16 +33,26 @@ struct TraceRequest {
   std::vector<std::pair<std::string, int64_t>> shape;
 };
 
+// Lines (or turns) of an imported dataset that could not be read and were left out: how many, and the first
+// with its place and reason ("PATH:LINE: why").
+struct TraceSkips {
+  int64_t count = 0;
+  std::string first;
+};
+
 // The names --format takes besides "auto".
 const std::vector<std::string>& trace_formats();
 
-// The format of a file from its name and first line: .csv by its header (Azure or BurstGPT), .json ShareGPT,
-// JSONL by the first line's keys (Mooncake: input_length; ours: "type": "trace"). An error says why not.
+// The format of a file from its name and first line: .csv by its header (Azure or BurstGPT), a JSON array
+// ShareGPT, a JSON object with "conversations" SGLang's agentic trace, JSONL by the first line's keys
+// (Mooncake: input_length; ours: "type": "trace"; vLLM custom: "prompt"). An error says why not.
 Expected<std::string> detect_trace_format(const std::string& path);
 
 // Every request of the file in arrival order (file order where there are no times). A malformed line fails
-// with "PATH:LINE: why"; `format` is one of trace_formats() or "auto".
-Expected<std::vector<TraceRequest>> read_trace(const std::string& path, const std::string& format);
+// with "PATH:LINE: why", except in the imported formats (vllm-custom, sglang-agentic), where it is left out
+// and counted in `skips`; `format` is one of trace_formats() or "auto".
+Expected<std::vector<TraceRequest>> read_trace(const std::string& path, const std::string& format,
+                                               TraceSkips* skips = nullptr);
 
 // Parsers of each format, on the file's text (`path` only names it in errors).
 Expected<std::vector<TraceRequest>> parse_mtp_trace(const std::string& path, const std::string& text);
@@ -49,5 +60,12 @@ Expected<std::vector<TraceRequest>> parse_sharegpt(const std::string& path, cons
 Expected<std::vector<TraceRequest>> parse_mooncake(const std::string& path, const std::string& text);
 Expected<std::vector<TraceRequest>> parse_azure_csv(const std::string& path, const std::string& text);
 Expected<std::vector<TraceRequest>> parse_burstgpt_csv(const std::string& path, const std::string& text);
+// vLLM's `--dataset-name custom`: {"prompt": TEXT, "output_tokens"?: N} per line, one user message each.
+Expected<std::vector<TraceRequest>> parse_vllm_custom(const std::string& path, const std::string& text,
+                                                      TraceSkips* skips);
+// SGLang's agentic trace: {"conversations": [[{"messages": [...], "prompt_tokens"?}, ...], ...]}, each turn
+// holding only its new (non-assistant) messages; one session per conversation, one request per turn.
+Expected<std::vector<TraceRequest>> parse_sglang_agentic(const std::string& path, const std::string& text,
+                                                         TraceSkips* skips);
 
 }  // namespace mtp::loadgen
