@@ -93,21 +93,23 @@ bool spec_counters_from_json(const Json& j, SpecCounters& out) {
 }
 
 SpecCounterWindow::SpecCounterWindow(const ClientOptions& server, Warn warn)
-    : warn_(std::move(warn)), url_(server.url) {
-  ClientOptions o = server;
-  o.timeout_s = std::min(o.timeout_s, 10.0);  // a scrape must not hold the run up like a long generation
-  if (auto c = StreamClient::create(o); c.ok()) client_ = std::move(*c);
+    : server_(server), warn_(std::move(warn)) {
+  // A scrape must not hold the run up as long as a generation may take.
+  server_.timeout_s = std::min(server_.timeout_s, 10.0);
   before_ = scrape();
 }
 
 SpecCounters SpecCounterWindow::scrape() {
-  if (client_ == nullptr) return {};
-  auto body = client_->get_text("/metrics");
+  // A client per scrape, closed at once: a kept-alive idle connection would hold one of the server's HTTP
+  // threads through the level being measured.
+  auto client = StreamClient::create(server_);
+  if (!client.ok()) return {};
+  auto body = (*client)->get_text("/metrics");
   if (!body.ok()) return {};  // no /metrics here: nothing to say
   auto samples = parse_prom_text(*body);
   if (!samples.ok()) {
     if (warn_)
-      warn_(str_cat("GET ", url_, "/metrics is not Prometheus text (", samples.status().message(),
+      warn_(str_cat("GET ", server_.url, "/metrics is not Prometheus text (", samples.status().message(),
                     "); its counters are left out"));
     return {};
   }

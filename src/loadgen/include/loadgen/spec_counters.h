@@ -56,9 +56,8 @@ class SpecCounterWindow {
  private:
   SpecCounters scrape();
 
-  std::unique_ptr<StreamClient> client_;
+  ClientOptions server_;
   Warn warn_;
-  std::string url_;
   SpecCounters before_;
 };
 
