@@ -88,10 +88,12 @@ TEST(Replay, TimedArrivalsAreNotSentEarly) {
     EXPECT_GE(r.sent_ns, r.scheduled_ns);
     EXPECT_LT(r.sent_ns - r.scheduled_ns, 2'000'000'000);  // loose: CI machines are slow
   }
-  // The server's own clock agrees: the last request arrived at least 600 ms after the first.
+  // The server's own clock agrees: the last request arrived about 600 ms after the first. The first one's
+  // arrival can lag its send on a loaded machine (556 ms was seen), which shortens the span; sent at the
+  // trace's own spacing (time_scale ignored) it would be 300 ms, all at once about 0.
   const auto received = server.received();
   ASSERT_EQ(received.size(), 4u);
-  EXPECT_GE(received.back() - received.front(), std::chrono::milliseconds(590));
+  EXPECT_GE(received.back() - received.front(), std::chrono::milliseconds(450));
   EXPECT_EQ(run.header["options"]["load"], "timed");
 }
 
