@@ -1,4 +1,4 @@
-// The prefix cache's own costs at a model shape's widths (issue 26): copying a checkpoint in (a prefill
+// The prefix cache's own costs at a model shape's widths: copying a checkpoint in (a prefill
 // checkpoint) and back (a hit), moving the live state out (a request's end), the copy-on-write of the block
 // a hit resumes in, and a lookup; and the sizes a cached conversation is made of (a checkpoint, a position's
 // KV). No weights are needed: the costs are the Memory's. What a real session holds: multi_turn_bench

@@ -1,4 +1,4 @@
-// MTP speculative decoding at batch 1 (issue 7): tokens/s with drafting vs plain decoding in one run, the
+// MTP speculative decoding at batch 1: tokens/s with drafting vs plain decoding in one run, the
 // acceptance per draft position, and the costs that decide when drafting pays.
 //
 //   spec_bench MODEL [--threads N] [--tokens N] [--prompts N] [--draft-max 1,2,3] [--draft-vocab 0,32768]

@@ -1,4 +1,4 @@
-// Engine throughput (issue 6 "Numbers"): decode and prompt tokens/s at given thread counts and context
+// Engine throughput: decode and prompt tokens/s at given thread counts and context
 // depths, the fraction of the memory-bandwidth limit at decode (weight bytes touched per token / STREAM-copy
 // bandwidth measured in this run with as many threads; also against a read-only stream, which is what decode
 // does), the cost of verify batches of k+1 rows relative to one row, and pp512 with

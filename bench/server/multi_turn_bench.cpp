@@ -1,4 +1,4 @@
-// Multi-turn agent sessions against an OpenAI-compatible server (issue 26): per turn, the time to first
+// Multi-turn agent sessions against an OpenAI-compatible server: per turn, the time to first
 // token, the prompt tokens the server reports it reused, and (--cold) the same request with cache_prompt
 // false, i.e. what the turn costs without a prefix cache.
 //

@@ -1,4 +1,4 @@
-// Aggregate throughput of `mtp serve` by concurrency and speculation profile (issue 8's numbers; the seed
+// Aggregate throughput of `mtp serve` by concurrency and speculation profile (the seed
 // report's threshold sweep). It starts one server per profile, and for each concurrency c runs, on each
 // server in turn, `rounds * c` requests from c client threads (every request greedy, ignore_eos, the same
 // max_tokens, its own prompt), then reports aggregate generated tokens per second of wall time, and the

@@ -1,4 +1,4 @@
-// The vocabulary-subset draft head (issue 10 "Numbers"): one MTP draft step (the MTP block, then the head
+// The vocabulary-subset draft head: one MTP draft step (the MTP block, then the head
 // over N ids, then the argmax) against one trunk decode step, for N in {8K, 16K, 32K, 64K, full}, and greedy
 // acceptance at draft position 1 with each subset. A program printing numbers, not a test; the machine may be
 // shared, so compare ratios within one run (every time is the median of --reps interleaved runs).

@@ -1,4 +1,4 @@
-// Draft vocabulary subsets (issue 10): the subset file, the ranking that builds one, and the gathered head.
+// Draft vocabulary subsets: the subset file, the ranking that builds one, and the gathered head.
 //
 // Subset file format, version 1. All integers are unsigned 32-bit little-endian; the file is exactly
 // 20 + 4 * count bytes:

@@ -1,4 +1,4 @@
-// Issue 8: what the engine tells the drafting policy (draft passes with their rows), and the auto policy in
+// What the engine tells the drafting policy (draft passes with their rows), and the auto policy in
 // the engine. Behaviour only: no assertion depends on how fast anything ran.
 #include <gtest/gtest.h>
 

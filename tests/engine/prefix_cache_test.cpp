@@ -1,4 +1,4 @@
-// Issue 26: the prefix cache. A request that resumes from cached state gives bitwise the tokens and logprobs
+// The prefix cache. A request that resumes from cached state gives bitwise the tokens and logprobs
 // of the same request on a cold engine, with MTP on and off, alone and concurrently; the cache places,
 // restores and evicts checkpoints as documented, and never frees a block a sequence still uses.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Issue 7: MTP speculative decoding gives exactly the output of plain decoding, and leaves exactly the state
+// MTP speculative decoding gives exactly the output of plain decoding, and leaves exactly the state
 // of plain decoding behind.
 #include <gtest/gtest.h>
 
@@ -190,7 +190,7 @@ TEST(SpecEdges, EndTokenInsideADraftStopsWherePlainDecodingStops) {
   EXPECT_GT(accepted, cases);  // drafts were accepted: the end token met them
 }
 
-// Issue 10: drafting over a vocabulary subset changes acceptance and cost, never the output. Subsets small
+// Drafting over a vocabulary subset changes acceptance and cost, never the output. Subsets small
 // enough that the trunk's next token is often outside them: those drafts are simply rejected.
 TEST(SpecDraftVocab, OutputIdenticalWithSubsets) {
   auto model = Model::load(structured_model(GgmlType::Q8_0));

@@ -1,4 +1,4 @@
-// llama-server's native API on `mtp serve` (issue 31 item 4): POST /completion, GET /slots and llama-server's
+// llama-server's native API on `mtp serve`: POST /completion, GET /slots and llama-server's
 // names in /props, over the real engine on models/example.gguf (the server runs as a child process), and
 // the native request parser without HTTP.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The vocabulary-subset draft head (issue 10): the subset file format and its validation, the ranking that
+// The vocabulary-subset draft head: the subset file format and its validation, the ranking that
 // builds a subset, the always-included control tokens, and the gathered head, whose logits must equal the
 // full head's bitwise for every weight type.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Issue 7: statistics with llama.cpp's definitions; issue 8: the drafting policy (throttle and auto).
+// Statistics with llama.cpp's definitions, and the drafting policy (throttle and auto).
 #include <gtest/gtest.h>
 
 #include <algorithm>

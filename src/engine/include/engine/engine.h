@@ -61,7 +61,7 @@ struct EngineOptions {
   // Where the MTP block came from, for reports only: the caller loads a separate head into the Model
   // (Model::load(path, head_path)); the engine drafts with whatever MTP block the model has.
   std::string head_path;
-  int64_t draft_vocab = 0;       // > 0: draft over this many ids (issue 10)
+  int64_t draft_vocab = 0;       // > 0: draft over this many ids
   std::string draft_vocab_file;  // ranked ids for draft_vocab (empty: the first N ids)
   // The draft head (`--draft-head`). nullopt = auto: under the auto policy, both heads wherever a subset is
   // worth having (--draft-vocab N, or the first kDefaultDraftVocab ids of a vocabulary of at least

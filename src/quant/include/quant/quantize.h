@@ -1,4 +1,4 @@
-// Checked quantize / dequantize entry points dispatching on GgmlType (issue 3). These produce the same bytes
+// Checked quantize / dequantize entry points dispatching on GgmlType. These produce the same bytes
 // as ggml_quantize_chunk (what llama-quantize writes) and reject what ggml would silently turn into garbage:
 // NaN/Inf input, a row length that is not a multiple of the block size, a scale that overflows fp16.
 //

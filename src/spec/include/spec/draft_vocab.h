@@ -1,4 +1,4 @@
-// A vocabulary subset for the draft head (issue 10): the MTP drafter computes logits only over these ids and
+// A vocabulary subset for the draft head: the MTP drafter computes logits only over these ids and
 // drafts the argmax among them. Verification is unchanged, so output is exactly what it would be without the
 // subset; only acceptance and draft cost move.
 //
