@@ -22,30 +22,20 @@ constexpr uint64_t kBootstrapSeed = 20261205;
 double ttft_ms(const loadgen::RequestRecord& r) {
   return r.first_token_ns >= 0 ? 1e-6 * static_cast<double>(r.first_token_ns - r.sent_ns) : -1;
 }
-double e2e_s(const loadgen::RequestRecord& r) {
-  return 1e-9 * static_cast<double>(r.end_ns - r.sent_ns);
-}
-double tpot_ms(const loadgen::RequestRecord& r) {
-  if (r.first_token_ns < 0 || r.completion_tokens < 2) return -1;
-  return 1e-6 * static_cast<double>(r.end_ns - r.first_token_ns) /
-         static_cast<double>(r.completion_tokens - 1);
-}
-double output_rate(const loadgen::RequestRecord& r) {
-  const double e2e = e2e_s(r);
-  return r.completion_tokens > 0 && e2e > 0 ? static_cast<double>(r.completion_tokens) / e2e : -1;
-}
 
 double sample_of(Metric m, const loadgen::RequestRecord& r) {
   switch (m) {
     case Metric::kTtftMs:
       return ttft_ms(r);
     case Metric::kTpotMs:
-    case Metric::kPairedTpotRatio:
-      return tpot_ms(r);
+    case Metric::kPairedTpotRatio: {
+      const double s = loadgen::request_tpot_s(r);
+      return s < 0 ? -1 : 1e3 * s;
+    }
     case Metric::kE2eS:
-      return e2e_s(r);
+      return 1e-9 * static_cast<double>(r.end_ns - r.sent_ns);
     default:
-      return output_rate(r);
+      return loadgen::request_output_rate(r);
   }
 }
 
@@ -107,12 +97,6 @@ Samples collect(const Rule& rule, const std::vector<loadgen::RequestRecord>& req
   return s;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double mean_of(const std::vector<double>& v) {
   return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
@@ -160,14 +144,14 @@ Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& 
       v.estimate = v.bound = mean_of(s.values);
       break;
     case Statistic::kMedian:
-      v.estimate = v.bound = median_of(s.values);
+      v.estimate = v.bound = loadgen::median(s.values);
       break;
     case Statistic::kBootstrapMean:
       v.estimate = mean_of(s.values);
       v.bound = bootstrap_bound(s.values, false, rule.confidence, lower);
       break;
     case Statistic::kBootstrapMedian:
-      v.estimate = median_of(s.values);
+      v.estimate = loadgen::median(s.values);
       v.bound = bootstrap_bound(s.values, true, rule.confidence, lower);
       break;
   }
@@ -207,7 +191,7 @@ double bootstrap_bound(const std::vector<double>& values, bool median, double co
   std::vector<double> stats(kBootstrapResamples), resample(values.size());
   for (double& stat : stats) {
     for (double& x : resample) x = values[pick(rng)];
-    stat = median ? median_of(resample) : mean_of(resample);
+    stat = median ? loadgen::median(resample) : mean_of(resample);
   }
   std::sort(stats.begin(), stats.end());
   const double q = lower ? 1 - confidence : confidence;

@@ -7,23 +7,10 @@
 namespace mtp::loadgen {
 namespace {
 
-constexpr double kS = 1e-9;
-
 struct Pair {
   const RequestRecord* target = nullptr;
   const RequestRecord* baseline = nullptr;
 };
-
-// Tokens per second of one request over its whole life, -1 when unknown.
-double output_rate(const RequestRecord& r) {
-  if (r.completion_tokens <= 0 || r.end_ns <= r.sent_ns) return -1;
-  return static_cast<double>(r.completion_tokens) / ((r.end_ns - r.sent_ns) * kS);
-}
-
-double tpot(const RequestRecord& r) {
-  if (r.first_token_ns < 0 || r.completion_tokens < 2 || r.end_ns <= r.first_token_ns) return -1;
-  return (r.end_ns - r.first_token_ns) * kS / static_cast<double>(r.completion_tokens - 1);
-}
 
 // The ratio's geometric mean and interval: the t interval of the log ratios, exponentiated. Logs because a
 // ratio of 2 and one of 0.5 should cancel, and the interval of a ratio is not symmetric.
@@ -41,9 +28,9 @@ PairedSummary summarize_level(int c, double rate, const std::map<int64_t, Pair>&
   for (const auto& [id, p] : pairs) {
     if (!p.target || !p.baseline || !p.target->ok || !p.baseline->ok) continue;
     ++s.pairs;
-    const double ta = output_rate(*p.target), ba = output_rate(*p.baseline);
+    const double ta = request_output_rate(*p.target), ba = request_output_rate(*p.baseline);
     if (ta > 0 && ba > 0) rates.push_back(std::log(ta / ba));
-    const double tt = tpot(*p.target), bt = tpot(*p.baseline);
+    const double tt = request_tpot_s(*p.target), bt = request_tpot_s(*p.baseline);
     if (tt > 0 && bt > 0) tpots.push_back(std::log(tt / bt));
   }
   s.output_rate = log_interval(rates);

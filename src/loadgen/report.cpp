@@ -260,6 +260,16 @@ LevelSummary summarize_level(LevelKey level, const std::vector<const RequestReco
 
 }  // namespace
 
+double request_output_rate(const RequestRecord& r) {
+  if (r.completion_tokens <= 0 || r.end_ns <= r.sent_ns) return -1;
+  return static_cast<double>(r.completion_tokens) / ((r.end_ns - r.sent_ns) * kS);
+}
+
+double request_tpot_s(const RequestRecord& r) {
+  if (r.first_token_ns < 0 || r.completion_tokens < 2 || r.end_ns <= r.first_token_ns) return -1;
+  return (r.end_ns - r.first_token_ns) * kS / static_cast<double>(r.completion_tokens - 1);
+}
+
 std::vector<LevelSummary> summarize_run(const RunData& run) {
   std::vector<LevelKey> order;  // levels in the order they ran
   std::map<LevelKey, std::vector<const RequestRecord*>> measured;

@@ -12,6 +12,11 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return percentile(values, 50);
+}
+
 Dist summarize(std::vector<double> values) {
   Dist d;
   d.n = values.size();

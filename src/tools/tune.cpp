@@ -11,24 +11,19 @@
 #include <fstream>
 #include <thread>
 
+#include "loadgen/stats.h"
 #include "loadgen/stream_client.h"
 
 namespace mtp::tools {
 namespace {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 TuneCell make_cell(std::vector<double> runs) {
   TuneCell c;
   c.throughput = std::move(runs);
-  c.median = median_of(c.throughput);
+  c.median = loadgen::median(c.throughput);
   std::vector<double> dev;
   for (double x : c.throughput) dev.push_back(std::abs(x - c.median));
-  c.score = c.median - 1.4826 * median_of(dev);
+  c.score = c.median - 1.4826 * loadgen::median(dev);
   const auto [lo, hi] = std::minmax_element(c.throughput.begin(), c.throughput.end());
   c.spread = c.median > 0 ? (*hi - *lo) / c.median : 0;
   c.noisy = c.spread > kNoisySpread;

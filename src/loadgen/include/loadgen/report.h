@@ -55,6 +55,11 @@ struct LevelSummary {
 };
 
 std::vector<LevelSummary> summarize_run(const RunData& run);
+
+// One request's figures over its whole life, -1 where it has none: completion tokens per second of E2E, and
+// TPOT in seconds (first token to end over the tokens after the first). Paired ratios and gates use them.
+double request_output_rate(const RequestRecord& r);
+double request_tpot_s(const RequestRecord& r);
 // One summary per (level, depth stratum) of a run whose requests carry strata (`mtp replay --strata`), in
 // level order, then by prompt length; empty for other runs.
 std::vector<LevelSummary> summarize_strata(const RunData& run);

@@ -10,6 +10,9 @@ namespace mtp::loadgen {
 // uses): rank p/100*(n-1) of the sorted values. `sorted` must be sorted and non-empty.
 double percentile(const std::vector<double>& sorted, double p);
 
+// The median (the 50th percentile as above) of a non-empty sample.
+double median(std::vector<double> values);
+
 struct Dist {
   size_t n = 0;  // when 0 the rest is meaningless
   double mean = 0, std = 0, median = 0, p90 = 0, p99 = 0, max = 0;
