@@ -177,6 +177,12 @@ Status AtomicFile::write_zeros(uint64_t count) {
   return Status::Ok();
 }
 
+Status AtomicFile::write_whole(const std::string& final_path, std::string_view bytes) {
+  MTP_ASSIGN_OR_RETURN(AtomicFile f, create(final_path));
+  MTP_RETURN_IF_ERROR(f.write({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+  return f.commit();
+}
+
 Status AtomicFile::commit() {
   if (fd_ < 0) return io_error(final_path_, ": commit after commit or abandon");
   // The temporary was created 0600; give the result the usual permissions of a new file.

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "gate/gate.h"
+#include "loadgen/record.h"
 
 namespace mtp::gate {
 namespace {
@@ -144,15 +144,6 @@ std::string hex(const unsigned char* bytes, unsigned n) {
   return out;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace
 
 Expected<Rules> parse_rules(const std::string& text, const std::string& source) {
@@ -236,7 +227,7 @@ std::string default_lock_path(const std::string& rules_path) {
 Expected<Lock> freeze(const Rules& rules) {
   Lock lock;
   lock.rules_sha256 = rules.sha256;
-  lock.frozen_utc = utc_now();
+  lock.frozen_utc = loadgen::utc_now();
   for (const std::string& path : rules.inputs) {
     LockedInput in;
     in.path = path;

@@ -19,12 +19,6 @@ int gate_error(const Status& status) {
   return kExitUsageError;
 }
 
-Status write_text(const std::string& path, const std::string& text) {
-  MTP_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
-  MTP_RETURN_IF_ERROR(f.write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
-  return f.commit();
-}
-
 struct GateArgs {
   std::string rules, lock, format = "table", out;
   std::vector<std::string> runs;
@@ -50,7 +44,8 @@ int freeze(const GateArgs& a) {
   }
   auto lock = gate::freeze(*rules);
   if (!lock.ok()) return gate_error(lock.status());
-  if (Status s = write_text(path, gate::lock_json(*lock).dump(2) + "\n"); !s.ok()) return gate_error(s);
+  if (Status s = AtomicFile::write_whole(path, gate::lock_json(*lock).dump(2) + "\n"); !s.ok())
+    return gate_error(s);
   std::printf("%s: frozen at %s, sha256 %s, %zu rules, %zu inputs pinned -> %s\n", a.rules.c_str(),
               lock->frozen_utc.c_str(), rules->sha256.c_str(), rules->rules.size(), lock->inputs.size(),
               path.c_str());
@@ -74,7 +69,7 @@ int run(const GateArgs& a) {
     text = gate::verdicts_table(*rules, *verdicts);
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
-  } else if (Status s = write_text(a.out, text); !s.ok()) {
+  } else if (Status s = AtomicFile::write_whole(a.out, text); !s.ok()) {
     return gate_error(s);
   }
   for (const gate::Verdict& v : *verdicts)

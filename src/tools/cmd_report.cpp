@@ -10,17 +10,8 @@
 #include "loadgen/report_sections.h"
 
 namespace mtp::tools {
-namespace {
 
-// Through a temporary file renamed at the end: a reader never sees half a summary or page.
-Status write_text(const std::string& path, const std::string& text) {
-  MTP_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
-  MTP_RETURN_IF_ERROR(f.write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
-  return f.commit();
-}
-
-}  // namespace
-
+// Files are written through a temporary file renamed at the end: a reader never sees half a summary or page.
 CommandRunner register_report(CLI::App& app) {
   struct Args {
     std::string run, json, html;
@@ -36,11 +27,11 @@ CommandRunner register_report(CLI::App& app) {
     if (!run.ok()) return report_error("report", run.status());
     std::fputs(loadgen::markdown_sections(*run).c_str(), stdout);
     if (!a->json.empty()) {
-      const Status s = write_text(a->json, loadgen::json_sections(*run, a->run).dump(2) + "\n");
+      const Status s = AtomicFile::write_whole(a->json, loadgen::json_sections(*run, a->run).dump(2) + "\n");
       if (!s.ok()) return report_error("report", s);
     }
     if (!a->html.empty()) {
-      const Status s = write_text(a->html, loadgen::html_report(*run, a->run));
+      const Status s = AtomicFile::write_whole(a->html, loadgen::html_report(*run, a->run));
       if (!s.ok()) return report_error("report", s);
     }
     return kExitOk;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -24,6 +25,8 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   static Expected<AtomicFile> create(const std::string& final_path);
+  // A whole file at once (a report, a lock): create, write, commit.
+  static Status write_whole(const std::string& final_path, std::string_view bytes);
 
   Status write(std::span<const uint8_t> bytes);
   Status write_zeros(uint64_t count);
