@@ -268,7 +268,8 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q8_0)] = q8_0_rows<DecQ8_0>;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
-  s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_rows();
+  s.packed[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_packed();
   s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
   s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx2_iq4xs_rows();

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "avx2_util.h"
 #include "kernels/isa.h"
 #include "matmul_internal.h"
 #include "quant/blocks.h"
@@ -43,12 +44,6 @@ T2 inline __m256i table256() {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
 }
 
-T2 inline __m256i broadcast_u32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // sum over the 4 bytes of each 32-bit lane of w * q, times the lane's int16 scale pair: exact int32.
 T2 inline __m256i scaled_dot4(__m256i w, __m256i aw, __m256i q, __m256i scale16) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(q, w)), scale16);
@@ -57,13 +52,6 @@ T2 inline __m256i scaled_dot4(__m256i w, __m256i aw, __m256i q, __m256i scale16)
 // An int32 scale per lane as the pair of equal int16 halves vpmaddwd multiplies by.
 T2 inline __m256i scale_pairs(__m256i s32) {
   return _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
-}
-
-T2 inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
 }
 
 // ls_j - 32 of a super-block's 8 sub-blocks, one per lane, from scales_h (16 bits) and scales_l (32 bits).

@@ -76,6 +76,9 @@ const KernelSet& kernels_for(Isa isa);
 // matmul_avx2_iq4xs.cpp (nullptr where not compiled).
 RowDotFn avx2_iq4xs_rows();
 TileFn avx2_iq4xs_packed();
+// matmul_avx2_q4k.cpp (nullptr where not compiled).
+RowDotFn avx2_q4k_rows();
+TileFn avx2_q4k_packed();
 // matmul_avx512_iq4xs.cpp (nullptr where not compiled).
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();

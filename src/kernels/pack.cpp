@@ -18,6 +18,11 @@ constexpr int64_t kXsQsOffset = 8;  // of qs inside a BlockIQ4_XS
 constexpr int64_t kQ8BlockBytes = sizeof(BlockQ8_0);
 constexpr int64_t kQ8ScaleBytes = 32;
 constexpr int64_t kQ8PieceBytes = 512;
+// Q4_K: per super-block of a tile a 256-byte header, then 4 pieces of 512 bytes of qs.
+constexpr int64_t kQ4KBlockBytes = sizeof(BlockQ4_K);
+constexpr int64_t kQ4KHeaderBytes = 256;
+constexpr int64_t kQ4KPieceBytes = 512;
+constexpr int64_t kQ4KQsOffset = 16;  // of qs inside a BlockQ4_K
 
 // The pieces of row o (of a tile of `type` rows with nb blocks each): move<bytes>(tile_offset, row_offset)
 // for every piece. The sizes are compile-time constants so the copies inline to single moves (packing
@@ -29,6 +34,19 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
       const int64_t from = b * kQ8BlockBytes, q = nb * kQ8ScaleBytes + b * kQ8PieceBytes;
       move.template operator()<2>(b * kQ8ScaleBytes + 2 * o, from);
       for (int64_t g = 0; g < 8; ++g) move.template operator()<4>(q + 64 * g + 4 * o, from + 2 + 4 * g);
+    }
+    return;
+  }
+  if (type == GgmlType::Q4_K) {
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const int64_t h = sb * kPackRows * kQ4KBlockBytes, from = sb * kQ4KBlockBytes;
+      move.template operator()<2>(h + 2 * o, from);           // d
+      move.template operator()<2>(h + 32 + 2 * o, from + 2);  // dmin
+      for (int64_t w = 0; w < 3; ++w) move.template operator()<4>(h + 64 * (w + 1) + 4 * o, from + 4 + 4 * w);
+      for (int64_t k = 0; k < 4; ++k)
+        for (int64_t g = 0; g < 8; ++g)
+          move.template operator()<4>(h + kQ4KHeaderBytes + k * kQ4KPieceBytes + 64 * g + 4 * o,
+                                      from + kQ4KQsOffset + 32 * k + 4 * g);
     }
     return;
   }
@@ -45,6 +63,10 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
   }
 }
 
+bool is_packable_type(GgmlType type) {
+  return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
+}
+
 int64_t blocks_per_row(const MatrixView& w) {
   return w.n_in / (w.type == GgmlType::Q8_0 ? kQK8_0 : kQK_K);
 }
@@ -52,8 +74,8 @@ int64_t blocks_per_row(const MatrixView& w) {
 }  // namespace
 
 bool can_pack(const MatrixView& w) {
-  const bool type_ok = (w.type == GgmlType::IQ4_XS && w.n_in % kQK_K == 0) ||
-                       (w.type == GgmlType::Q8_0 && w.n_in % kQK8_0 == 0);
+  const bool type_ok =
+      (is_packable_type(w.type) && w.n_in % (w.type == GgmlType::Q8_0 ? kQK8_0 : kQK_K) == 0);
   return !w.packed && type_ok && w.n_out % kPackRows == 0 && w.row_bytes == row_size(w.type, w.n_in);
 }
 
@@ -76,7 +98,7 @@ MatrixView pack_matrix(const MatrixView& w, uint8_t* dst) {
 }
 
 void pack_tile(const MatrixView& w, int64_t o_begin, uint8_t* dst) {
-  MTP_CHECK(w.type == GgmlType::IQ4_XS || w.type == GgmlType::Q8_0);
+  MTP_CHECK(is_packable_type(w.type));
   MTP_CHECK(!w.packed && o_begin >= 0 && o_begin < w.n_out);
   const int64_t nb = blocks_per_row(w);
   for (int64_t o = 0; o < kPackRows; ++o) {
@@ -88,7 +110,7 @@ void pack_tile(const MatrixView& w, int64_t o_begin, uint8_t* dst) {
 }
 
 void unpack_rows(const MatrixView& packed, int64_t o_begin, int64_t n, uint8_t* dst) {
-  MTP_CHECK(packed.packed && (packed.type == GgmlType::IQ4_XS || packed.type == GgmlType::Q8_0));
+  MTP_CHECK(packed.packed && is_packable_type(packed.type));
   MTP_CHECK(o_begin >= 0 && n >= 0 && o_begin + n <= packed.n_out);
   const int64_t nb = blocks_per_row(packed), tile_bytes = kPackRows * packed.row_bytes;
   for (int64_t i = 0; i < n; ++i) {

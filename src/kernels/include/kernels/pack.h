@@ -20,6 +20,12 @@
 // Q8_0, nb blocks of 32 per row:
 //   d[b]        32 bytes, b = 0..nb-1: the 16 rows' fp16 scales of block b
 //   qs[b]       512 bytes: 8 lines of 64 bytes; in line g, bytes 4o..4o+3 are elements 4g..4g+3 of row o
+//
+// Q4_K, nb super-blocks of 256 per row; super-block sb of a tile is 16 * 144 bytes from sb * 2304:
+//   header      256 bytes: d[16] (fp16) | dmin[16] (fp16) | scales bytes 0-3 [16] | 4-7 [16] | 8-11 [16]
+//   qs[k]       512 bytes, k = 0..3: 8 lines of 64 bytes; in line g, bytes 4o..4o+3 are bytes 32k+4g..+3 of
+//               row o's qs (low nibbles: elements 4g..4g+3 of sub-block 2k, high: of sub-block 2k+1)
+// A super-block is read front to back, and the 6-bit scales of 8 rows unpack in the lanes of one register.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +40,7 @@ inline constexpr int64_t kPackRows = 16;
 // matrix still works (unpacked tile by tile) but is slower than the row format.
 bool has_packed_kernel(GgmlType type);
 
-// Whether pack_matrix handles w: a row-format IQ4_XS or Q8_0 matrix with n_out a multiple of kPackRows.
+// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0 or Q4_K matrix with n_out a multiple of kPackRows.
 bool can_pack(const MatrixView& w);
 
 // Writes w packed into dst (w.n_out * w.row_bytes bytes, not overlapping w) and returns the view of dst.

@@ -1,0 +1,285 @@
+// AVX2 kernels for Q4_K weights x Q8_K activations: a row kernel (one weight row against 1..4 activation
+// rows, for matrices in the row format) and a packed-tile kernel (16 weight rows of a packed matrix, pack.h,
+// against any number of activation rows), bitwise the same for every pair.
+//
+// Canonical order of one (weight row, activation row) pair at this level, for super-block sb:
+//   isum(sb) = sum over sub-blocks j of sc_j * (sum of the 32 q * x of j)    exact: 8*63*32*15*127 < 2^31
+//   msum(sb) = sum over j of m_j * (sum of the 32 x of j, from the Q8_K bsums) exact: 8*63*32*127 < 2^31
+//   acc  = fma(float(isum(sb)), d(sb) * d_x(sb), acc)
+//   accm = fma(float(msum(sb)), dmin(sb) * d_x(sb), accm)       for sb = 0, 1, ... in order, from 0
+//   out  = acc - accm
+// One conversion and two fmas per super-block, so the packed kernel can keep 8 weight rows in the 8 lanes
+// of a register with no horizontal sums (the row kernel reduces each pair's lanes to isum and msum).
+//
+// Q4_K's weights are unsigned nibbles: vpmaddubsw takes them as its unsigned operand as they are (no sign
+// trick), and an int16 lane (two products) is at most 2*15*127 = 3810 in size, so the packed kernel sums a
+// sub-block's 8 lines in int16 (at most 30480) before one vpmaddwd by the sub-block's scale. Where the CPU
+// has AVX-VNNI, vpdpbusd sums four products straight into int32 and vpmulld applies the scale: the same
+// integers.
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "avx2_util.h"
+#include "kernels/isa.h"
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+
+#if MTP_HAVE_X86_SIMD
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace mtp::kernels::detail {
+
+#if MTP_HAVE_X86_SIMD
+namespace {
+
+#define T2 MTP_TARGET_AVX2
+#define T2V MTP_TARGET_AVX2_VNNI
+
+constexpr int kSbBytes = sizeof(BlockQ4_K);
+// Packed layout (pack.h): per super-block of a tile a 256-byte header, then 4 pieces of 512 bytes.
+constexpr int64_t kHeaderBytes = 256;
+constexpr int64_t kPieceBytes = 512;
+constexpr int64_t kPackedSbBytes = 16 * kSbBytes;
+// Prefetch distances along the tile (contiguous; past its end they fetch the next tile), as the IQ4_XS
+// packed kernel: into L1 about a super-block ahead, into L2 far enough to cover DRAM latency.
+constexpr int64_t kPrefetchL1Bytes = 2304;
+constexpr int64_t kPrefetchL2Bytes = 12288;
+
+// ---- row format ----
+
+template <int NR>
+T2 void q4k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m128 acc[NR], accm[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm_setzero_ps();
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(w + sb * kSbBytes);
+    alignas(16) uint8_t sm[16];
+    unpack_k4_scales(blk->scales, sm);
+    const __m128i m = _mm_srli_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(sm)), 8);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));  // m_j twice, against bsums
+    __m256i isum[NR];
+    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * (j >> 1)));
+      const __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(t, 4) : t, m4);
+      const __m256i sc = _mm256_set1_epi32(sm[j] * 0x10001);
+      for (int r = 0; r < NR; ++r) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + 256 * sb + 32 * j));
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, q), sc));
+      }
+    }
+    const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+    for (int r = 0; r < NR; ++r) {
+      const float xd = act_d(x[r], l)[sb];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_bsums(x[r], l) + 16 * sb));
+      const int32_t msum = hsum_epi32(_mm256_madd_epi16(bs, mins16));
+      acc[r] =
+          _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), hsum_epi32(isum[r])), _mm_set_ss(d * xd), acc[r]);
+      accm[r] = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), msum), _mm_set_ss(dmin * xd), accm[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = _mm_cvtss_f32(acc[r]) - _mm_cvtss_f32(accm[r]);
+}
+
+void q4k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  switch (nr) {
+    case 1:
+      return q4k_row<1>(w, x, l, out);
+    case 2:
+      return q4k_row<2>(w, x, l, out);
+    case 3:
+      return q4k_row<3>(w, x, l, out);
+    default:
+      return q4k_row<4>(w, x, l, out);
+  }
+}
+
+// ---- packed tiles ----
+//
+// A tile is read super-block by super-block (pack.h): a header (d, dmin, the three scale words per row),
+// then for each pair of sub-blocks k = 0..3 a piece of 8 lines of 64 bytes; in line g, half h (rows
+// 8h..8h+7, the lanes of one register) holds per row bytes 4g..4g+3 of qs[32k..], whose low nibbles are
+// elements 4g..4g+3 of sub-block 2k and high nibbles those of sub-block 2k+1, so each activation row
+// contributes one broadcast 4-byte group per line and sub-block.
+
+// The six-bit scales and mins of 8 rows (half h of a header) as 32-bit lanes of bytes: u[0] scales 0-3,
+// u[1] scales 4-7, u[2] mins 0-3, u[3] mins 4-7 (unpack_k4_scales on every lane at once).
+T2 inline void packed_scale_words(const uint8_t* hdr, int h, __m256i u[4]) {
+  const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 64 + 32 * h));
+  const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 128 + 32 * h));
+  const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 192 + 32 * h));
+  const __m256i low6 = _mm256_set1_epi8(0x3f), low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(3);
+  u[0] = _mm256_and_si256(w0, low6);
+  u[1] = _mm256_or_si256(_mm256_and_si256(w2, low4),
+                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), top2), 4));
+  u[2] = _mm256_and_si256(w1, low6);
+  u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4),
+                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), top2), 4));
+}
+
+// m_j * (the sum of sub-block j's 32 activations) summed over j, per lane (row), for one activation row:
+// the mins as int16 pairs (m0, m2) and (m1, m3) of each word against the same pairs of sub-block sums.
+T2 inline __m256i packed_min_sums(const __m256i u[4], const int16_t* bsums) {
+  // The 8 sub-block sums B0..B7 (each at most 32 * 127), as the words (B0, B2), (B1, B3), (B4, B6), (B5, B7).
+  const __m128i b = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums)),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8)));
+  const __m128i pairs =
+      _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
+  const __m256i even16 = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i p0 =
+      _mm256_madd_epi16(_mm256_and_si256(u[2], even16), _mm256_set1_epi32(_mm_extract_epi32(pairs, 0)));
+  const __m256i p1 = _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(u[2], 8), even16),
+                                       _mm256_set1_epi32(_mm_extract_epi32(pairs, 1)));
+  const __m256i p2 =
+      _mm256_madd_epi16(_mm256_and_si256(u[3], even16), _mm256_set1_epi32(_mm_extract_epi32(pairs, 2)));
+  const __m256i p3 = _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(u[3], 8), even16),
+                                       _mm256_set1_epi32(_mm_extract_epi32(pairs, 3)));
+  return _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3));
+}
+
+// The scale of sub-block j in each lane: as the int16 pair (sc, sc) for vpmaddwd, or as an int32.
+T2 inline __m256i scale_pair(const __m256i u[4], int j) {
+  const int b = j & 3;
+  const __m256i ctrl =
+      _mm256_setr_epi8(b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1, b,
+                       -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1);
+  return _mm256_shuffle_epi8(u[j >> 2], ctrl);
+}
+
+// isum over one half of one super-block: s[r] = sum_j sc_j * (the 32 products of sub-block j), per lane.
+struct MaddSums {
+  static constexpr int kPassRows = 4;
+  template <int NR>
+  T2 static void sums(const uint8_t* qs, int h, const __m256i u[4], int64_t sb, const uint8_t* const* x,
+                      __m256i* isum) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* piece = qs + (j >> 1) * kPieceBytes + 32 * h;
+      __m256i s[NR];
+      for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece + 64 * g));
+        const __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(t, 4) : t, m4);
+        for (int r = 0; r < NR; ++r)
+          s[r] = _mm256_add_epi16(s[r],
+                                  _mm256_maddubs_epi16(v, broadcast_u32(x[r] + 256 * sb + 32 * j + 4 * g)));
+      }
+      const __m256i sc = scale_pair(u, j);
+      for (int r = 0; r < NR; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(s[r], sc));
+    }
+  }
+};
+
+struct VnniSums {
+  static constexpr int kPassRows = 8;
+  template <int NR>
+  T2V static void sums(const uint8_t* qs, int h, const __m256i u[4], int64_t sb, const uint8_t* const* x,
+                       __m256i* isum) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* piece = qs + (j >> 1) * kPieceBytes + 32 * h;
+      __m256i s[NR];
+      for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece + 64 * g));
+        const __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(t, 4) : t, m4);
+        for (int r = 0; r < NR; ++r)
+          s[r] = _mm256_dpbusd_avx_epi32(s[r], v, broadcast_u32(x[r] + 256 * sb + 32 * j + 4 * g));
+      }
+      // The pair (sc, 0) of each lane as an int32 is sc.
+      const __m256i sc = _mm256_and_si256(scale_pair(u, j), _mm256_set1_epi32(0xFFFF));
+      for (int r = 0; r < NR; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(s[r], sc));
+    }
+  }
+};
+
+// acc[16 r + 8 h + lane] and accm[...] take super-block sb of NR rows, in the canonical order.
+template <class Sums, int NR>
+T2 inline void packed_super_block(const uint8_t* tile, int64_t sb, const uint8_t* const* x,
+                                  const ActLayout& l, float* acc, float* accm) {
+  const uint8_t* hdr = tile + sb * kPackedSbBytes;
+  for (int64_t off = 0; off < kPackedSbBytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL2Bytes + off), _MM_HINT_T1);
+  }
+  for (int h = 0; h < 2; ++h) {
+    __m256i u[4];
+    packed_scale_words(hdr, h, u);
+    __m256i isum[NR];
+    Sums::template sums<NR>(hdr + kHeaderBytes, h, u, sb, x, isum);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 16 * h)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * h)));
+    for (int r = 0; r < NR; ++r) {
+      const __m256 xd = _mm256_set1_ps(act_d(x[r], l)[sb]);
+      const __m256i msum = packed_min_sums(u, act_bsums(x[r], l) + 16 * sb);
+      float* a = acc + 16 * r + 8 * h;
+      float* am = accm + 16 * r + 8 * h;
+      _mm256_store_ps(a,
+                      _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, xd), _mm256_load_ps(a)));
+      _mm256_store_ps(am,
+                      _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, xd), _mm256_load_ps(am)));
+    }
+  }
+}
+
+template <class Sums, int NR>
+T2 void packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc,
+                    float* accm) {
+  for (int64_t sb = 0; sb < l.nb; ++sb) packed_super_block<Sums, NR>(tile, sb, x, l, acc, accm);
+}
+
+using PassFn = void (*)(const uint8_t*, const uint8_t* const*, const ActLayout&, float*, float*);
+
+template <class Sums, int... R>
+constexpr auto pass_table(std::integer_sequence<int, R...>) {
+  return std::array<PassFn, sizeof...(R) + 1>{nullptr, packed_pass<Sums, R + 1>...};
+}
+
+void q4k_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
+                const ActLayout& l, float* y, int64_t y_stride) {
+  static constexpr auto kMadd = pass_table<MaddSums>(std::make_integer_sequence<int, MaddSums::kPassRows>());
+  static constexpr auto kVnni = pass_table<VnniSums>(std::make_integer_sequence<int, VnniSums::kPassRows>());
+  const bool vnni = avx_vnni_active();
+  const int pass_rows = vnni ? VnniSums::kPassRows : MaddSums::kPassRows;
+  alignas(32) float acc[VnniSums::kPassRows * 16], accm[VnniSums::kPassRows * 16];
+  for (int64_t i = 0; i < nx; i += pass_rows) {
+    const int nr = static_cast<int>(nx - i < pass_rows ? nx - i : pass_rows);
+    std::memset(acc, 0, sizeof(float) * 16 * nr);
+    std::memset(accm, 0, sizeof(float) * 16 * nr);
+    (vnni ? kVnni[nr] : kMadd[nr])(tile, x + i, l, acc, accm);
+    for (int r = 0; r < nr; ++r) {
+      float* yr = y + (i + r) * y_stride;
+      for (int o = 0; o < n_out; ++o) yr[o] = acc[16 * r + o] - accm[16 * r + o];
+    }
+  }
+}
+
+}  // namespace
+
+RowDotFn avx2_q4k_rows() {
+  return q4k_rows;
+}
+TileFn avx2_q4k_packed() {
+  return q4k_packed;
+}
+
+#else
+
+RowDotFn avx2_q4k_rows() {
+  return nullptr;
+}
+TileFn avx2_q4k_packed() {
+  return nullptr;
+}
+
+#endif
+
+}  // namespace mtp::kernels::detail
