@@ -128,27 +128,6 @@ struct DecQ45_K {
   T2 __m256 scales(int j) const { return _mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(j)); }
 };
 
-struct DecQ6_K {
-  static constexpr int kBytes = sizeof(BlockQ6_K);
-  static constexpr bool kHasMin = false;
-  const BlockQ6_K* b;
-  float d, dmin = 0.0f;
-  __m256i mins16 = {};
-  T2 explicit DecQ6_K(const uint8_t* blk) : b(reinterpret_cast<const BlockQ6_K*>(blk)) { d = h2f(b->d); }
-  T2 __m256i vals(int j) const {
-    const int h = j >> 2, i = j & 3;
-    const __m256i ql = loadu256(b->ql + 64 * h + 32 * (i & 1));
-    const __m256i low = _mm256_and_si256(i >= 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
-    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(loadu256(b->qh + 32 * h), _mm_cvtsi32_si128(2 * i)),
-                                        _mm256_set1_epi8(3));
-    return _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
-  }
-  T2 __m256 scales(int j) const {
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(b->scales[2 * j])),
-                                _mm_set1_ps(b->scales[2 * j + 1]), 1);
-  }
-};
-
 template <class Dec, int NR>
 T2 void q8_k_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
   __m256 acc[NR], accm[NR];
@@ -271,7 +250,8 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_rows();
   s.packed[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_packed();
   s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
-  s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = avx2_q6k_rows();
+  s.packed[static_cast<int>(GgmlType::Q6_K)] = avx2_q6k_packed();
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx2_iq4xs_rows();
   s.packed[static_cast<int>(GgmlType::IQ4_XS)] = avx2_iq4xs_packed();
   return s;

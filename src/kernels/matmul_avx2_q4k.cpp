@@ -70,7 +70,8 @@ T2 void q4k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, f
       const __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(t, 4) : t, m4);
       const __m256i sc = _mm256_set1_epi32(sm[j] * 0x10001);
       for (int r = 0; r < NR; ++r) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + 256 * sb + 32 * j));
+        const __m256i q =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_sq_bytes(x[r], l) + 256 * sb + 32 * j));
         isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, q), sc));
       }
     }
@@ -87,7 +88,7 @@ T2 void q4k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, f
   for (int r = 0; r < NR; ++r) out[r] = _mm_cvtss_f32(acc[r]) - _mm_cvtss_f32(accm[r]);
 }
 
-void q4k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+void q4k_rows4(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
   switch (nr) {
     case 1:
       return q4k_row<1>(w, x, l, out);
@@ -98,6 +99,12 @@ void q4k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout
     default:
       return q4k_row<4>(w, x, l, out);
   }
+}
+
+// Up to kMaxTileRows rows (the AVX-512 level calls with 8), 4 at a time: each pair's instructions are the
+// same whatever nr is.
+void q4k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
+  for (int i = 0; i < nr; i += 4) q4k_rows4(w, x + i, nr - i < 4 ? nr - i : 4, l, out + i);
 }
 
 // ---- packed tiles ----
@@ -201,10 +208,11 @@ struct VnniSums {
   }
 };
 
-// acc[16 r + 8 h + lane] and accm[...] take super-block sb of NR rows, in the canonical order.
+// acc[16 r + 8 h + lane] and accm[...] take super-block sb of NR rows, in the canonical order (xs: the
+// rows' signed values).
 template <class Sums, int NR>
 T2 inline void packed_super_block(const uint8_t* tile, int64_t sb, const uint8_t* const* x,
-                                  const ActLayout& l, float* acc, float* accm) {
+                                  const uint8_t* const* xs, const ActLayout& l, float* acc, float* accm) {
   const uint8_t* hdr = tile + sb * kPackedSbBytes;
   for (int64_t off = 0; off < kPackedSbBytes; off += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
@@ -214,7 +222,7 @@ T2 inline void packed_super_block(const uint8_t* tile, int64_t sb, const uint8_t
     __m256i u[4];
     packed_scale_words(hdr, h, u);
     __m256i isum[NR];
-    Sums::template sums<NR>(hdr + kHeaderBytes, h, u, sb, x, isum);
+    Sums::template sums<NR>(hdr + kHeaderBytes, h, u, sb, xs, isum);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 16 * h)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * h)));
     for (int r = 0; r < NR; ++r) {
@@ -233,7 +241,9 @@ T2 inline void packed_super_block(const uint8_t* tile, int64_t sb, const uint8_t
 template <class Sums, int NR>
 T2 void packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc,
                     float* accm) {
-  for (int64_t sb = 0; sb < l.nb; ++sb) packed_super_block<Sums, NR>(tile, sb, x, l, acc, accm);
+  const uint8_t* xs[NR];
+  for (int r = 0; r < NR; ++r) xs[r] = act_sq_bytes(x[r], l);
+  for (int64_t sb = 0; sb < l.nb; ++sb) packed_super_block<Sums, NR>(tile, sb, x, xs, l, acc, accm);
 }
 
 using PassFn = void (*)(const uint8_t*, const uint8_t* const*, const ActLayout&, float*, float*);

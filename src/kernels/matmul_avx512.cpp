@@ -128,8 +128,8 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
 // ---- 256-element super-block types, dotted with Q8_K activations ----
 // A decoder gives, for chunk k = 0..3 (elements 64k .. 64k+63): vals(k) as int8, and scales(k), the integer
 // sub-block scale of each lane as float. Per lane and super-block, sum_k |lane_k| * |scale| stays below 2^24
-// (Q6_K: 4 * 4*32*127 * 128; Q5_K: 4 * 4*31*127 * 63), so the per-super-block
-// partial sums are exact integers; d_w * d_x is applied once per super-block.
+// (Q5_K: 4 * 4*31*127 * 63), so the per-super-block partial sums are exact integers; d_w * d_x is applied
+// once per super-block. (Q4_K and Q6_K run the AVX2 row kernels here, in the packed kernels' order.)
 
 template <bool kFive>
 struct DecQ45_K {
@@ -171,38 +171,6 @@ struct DecQ45_K {
                                          _mm512_set1_epi32(2 * k));
     return _mm512_permutexvar_ps(idx, sc);
   }
-};
-
-struct DecQ6_K {
-  static constexpr int kBytes = sizeof(BlockQ6_K);
-  static constexpr bool kHasMin = false;
-  const BlockQ6_K* b;
-  float d;
-  __m512 scf;  // the 16 sub-block scales
-  T512 explicit DecQ6_K(const uint8_t* blk) : b(reinterpret_cast<const BlockQ6_K*>(blk)) {
-    d = h2f(b->d);
-    scf = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales))));
-  }
-  T512 __m512i vals(int k) const {
-    const int h = k >> 1;
-    const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
-    const int s0 = (k & 1) ? 4 : 0;
-    const __m512i low = _mm512_and_si512((k & 1) ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(s0)),
-                                          _mm256_set1_epi16(static_cast<int16_t>(s0 + 2)), 1);
-    __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
-    hz = _mm512_and_si512(_mm512_srlv_epi16(hz, sh), _mm512_set1_epi8(3));
-    return _mm512_sub_epi8(_mm512_or_si512(low, _mm512_slli_epi16(hz, 4)), _mm512_set1_epi8(32));
-  }
-  T512 __m512 scales(int k) const {
-    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-                                         _mm512_set1_epi32(4 * k));
-    return _mm512_permutexvar_ps(idx, scf);
-  }
-  float dmin = 0.0f;
-  __m256i mins16 = {};
 };
 
 template <class Dec, int NR>
@@ -404,9 +372,13 @@ KernelSet make_set() {
   s.tile_min_rows[static_cast<int>(GgmlType::BF16)] = 4;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
-  s.dot[static_cast<int>(GgmlType::Q4_K)] = q8_k_rows<DecQ45_K<false>>;
+  // Q4_K: the AVX2 row kernel (AVX2 instructions run here too) and the packed AVX-512 kernel that gives its
+  // bits (matmul_avx512_q4k.cpp); from the file's 4-row tiles to packed ones: decode 1.5x on an 8-layer file.
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_rows();
+  s.packed[static_cast<int>(GgmlType::Q4_K)] = avx512_q4k_packed();
   s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
-  s.dot[static_cast<int>(GgmlType::Q6_K)] = q8_k_rows<DecQ6_K>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = avx2_q6k_rows();  // the same way, matmul_avx512_q6k.cpp
+  s.packed[static_cast<int>(GgmlType::Q6_K)] = avx512_q6k_packed();
   // IQ4_XS: the row and tile kernels of matmul_avx512_iq4xs.cpp (one summation order for both).
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_rows();
   s.tile[static_cast<int>(GgmlType::IQ4_XS)] = avx512_iq4xs_tile();

@@ -37,7 +37,7 @@ struct ActLayout {
   int64_t nb = 0;  // blocks per row (32 or 256 elements; n_pad / 16 for kF32)
   int64_t d_off = 0;
   int64_t aux_off = 0;  // dexp (kQ8_0) or bsums (kQ8_K)
-  int64_t sq_off = 0;   // kQ8_K, Isa::kAvx512: signed qs, then xcorr at xc_off
+  int64_t sq_off = 0;   // kQ8_K: signed qs (Isa::kAvx512: a copy, then xcorr at xc_off; else 0: qs itself)
   int64_t xc_off = 0;
   int64_t stride = 0;  // bytes per row
 };
@@ -83,6 +83,13 @@ TileFn avx2_q4k_packed();
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();
 TileFn avx512_iq4xs_packed();
+// matmul_avx2_q6k.cpp (nullptr where not compiled).
+RowDotFn avx2_q6k_rows();
+TileFn avx2_q6k_packed();
+// matmul_avx512_q4k.cpp (nullptr where not compiled): follows the order of avx2_q4k_rows.
+TileFn avx512_q4k_packed();
+// matmul_avx512_q6k.cpp (nullptr where not compiled): follows the order of avx2_q6k_rows.
+TileFn avx512_q6k_packed();
 // matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper.
 TileFn avx512_q8_0_packed();
 TileFn avx512_q8_0_tile();
@@ -106,8 +113,12 @@ inline const float* act_dexp(const uint8_t* row, const ActLayout& l) {
 inline const int16_t* act_bsums(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const int16_t*>(row + l.aux_off);
 }
+// The signed int8 values of a Q8_K row at every level (sq_off is 0 where qs are stored unflipped).
 inline const int8_t* act_sq(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const int8_t*>(row + l.sq_off);
+}
+inline const uint8_t* act_sq_bytes(const uint8_t* row, const ActLayout& l) {
+  return row + l.sq_off;
 }
 inline const int32_t* act_xcorr(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const int32_t*>(row + l.xc_off);

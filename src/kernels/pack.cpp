@@ -1,6 +1,7 @@
 // Packing of weight matrices into the tile layouts of kernels/pack.h (portable code: it runs once at load).
 #include "kernels/pack.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "base/check.h"
@@ -23,6 +24,10 @@ constexpr int64_t kQ4KBlockBytes = sizeof(BlockQ4_K);
 constexpr int64_t kQ4KHeaderBytes = 256;
 constexpr int64_t kQ4KPieceBytes = 512;
 constexpr int64_t kQ4KQsOffset = 16;  // of qs inside a BlockQ4_K
+// Q6_K: per super-block of a tile a 288-byte header, then per half of the super-block 3 x 512 bytes.
+constexpr int64_t kQ6KBlockBytes = sizeof(BlockQ6_K);
+constexpr int64_t kQ6KHeaderBytes = 288;
+constexpr int64_t kQ6KPieceBytes = 512;
 
 // The pieces of row o (of a tile of `type` rows with nb blocks each): move<bytes>(tile_offset, row_offset)
 // for every piece. The sizes are compile-time constants so the copies inline to single moves (packing
@@ -34,6 +39,25 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
       const int64_t from = b * kQ8BlockBytes, q = nb * kQ8ScaleBytes + b * kQ8PieceBytes;
       move.template operator()<2>(b * kQ8ScaleBytes + 2 * o, from);
       for (int64_t g = 0; g < 8; ++g) move.template operator()<4>(q + 64 * g + 4 * o, from + 2 + 4 * g);
+    }
+    return;
+  }
+  if (type == GgmlType::Q6_K) {
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const int64_t h = sb * kPackRows * kQ6KBlockBytes, from = sb * kQ6KBlockBytes;
+      move.template operator()<2>(h + 2 * o, from + offsetof(BlockQ6_K, d));
+      for (int64_t s = 0; s < 16; ++s)
+        move.template operator()<1>(h + 32 + 16 * s + o, from + offsetof(BlockQ6_K, scales) + s);
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t base = h + kQ6KHeaderBytes + half * 3 * kQ6KPieceBytes;
+        for (int64_t g = 0; g < 8; ++g) {
+          for (int64_t p = 0; p < 2; ++p)
+            move.template operator()<4>(base + p * kQ6KPieceBytes + 64 * g + 4 * o,
+                                        from + 64 * half + 32 * p + 4 * g);
+          move.template operator()<4>(base + 2 * kQ6KPieceBytes + 64 * g + 4 * o,
+                                      from + offsetof(BlockQ6_K, qh) + 32 * half + 4 * g);
+        }
+      }
     }
     return;
   }
@@ -64,7 +88,8 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
 }
 
 bool is_packable_type(GgmlType type) {
-  return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
+  return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
+         type == GgmlType::Q6_K;
 }
 
 int64_t blocks_per_row(const MatrixView& w) {
