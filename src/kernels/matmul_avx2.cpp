@@ -1,8 +1,7 @@
 // AVX2 + FMA + F16C kernels: one weight row against up to 4 activation rows, 32 elements per step.
 //
 // Integer products use the sign trick (vpmaddubsw cannot saturate with |w| <= 128 and |q| <= 127): per
-// 32-bit lane, madd(maddubs(|w|, sign(q, w)), 1) = sum_4 q w exactly. Lanes are converted to float (exact,
-// bounds in matmul_avx512.cpp; here a lane sums 8 chunks of 4 products per super-block, still below 2^24)
+// 32-bit lane, madd(maddubs(|w|, sign(q, w)), 1) = sum_4 q w exactly. Lanes are converted to float (exact)
 // and scaled. Each (weight row, activation row) pair runs the same instruction sequence whatever the number
 // of rows in the call.
 #include <cstring>
@@ -93,70 +92,8 @@ T2 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& 
   for (int r = 0; r < NR; ++r) out[r] = hsum256(acc[r]);
 }
 
-// ---- 256-element super-block types with Q8_K activations; chunk j = elements 32j .. 32j+31 ----
-
-template <bool kFive>
-struct DecQ45_K {
-  static constexpr int kBytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  static constexpr bool kHasMin = true;
-  const uint8_t* qs;
-  const uint8_t* qh;
-  float d, dmin;
-  __m256 sc;       // the 8 sub-block scales
-  __m256i mins16;  // int16 m_j twice each, to pair with the 16 bsums
-  T2 explicit DecQ45_K(const uint8_t* blk) {
-    d = h2f(load_u16(blk));
-    dmin = h2f(load_u16(blk + 2));
-    qh = blk + 16;
-    qs = kFive ? blk + 48 : blk + 16;
-    alignas(16) uint8_t sm[16];
-    unpack_k4_scales(blk + 4, sm);
-    const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
-    sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-    const __m128i m = _mm_srli_si128(b, 8);
-    mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-  }
-  T2 __m256i vals(int j) const {
-    const __m256i t = loadu256(qs + 32 * (j >> 1));
-    __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(t, 4) : t, _mm256_set1_epi8(0x0F));
-    if (kFive) {
-      const __m256i h = _mm256_srl_epi16(loadu256(qh), _mm_cvtsi32_si128(j));
-      v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
-    }
-    return v;
-  }
-  T2 __m256 scales(int j) const { return _mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(j)); }
-};
-
-template <class Dec, int NR>
-T2 void q8_k_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  __m256 acc[NR], accm[NR];
-  for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const Dec dec(w + sb * Dec::kBytes);
-    __m256 part[NR];
-    for (int r = 0; r < NR; ++r) part[r] = _mm256_setzero_ps();
-    for (int j = 0; j < 8; ++j) {
-      const __m256i v = dec.vals(j);
-      const __m256i av = _mm256_sign_epi8(v, v);
-      const __m256 sc = dec.scales(j);
-      for (int r = 0; r < NR; ++r) {
-        const __m256i p = idot(av, v, loadu256(x[r] + 256 * sb + 32 * j));
-        part[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, part[r]);
-      }
-    }
-    for (int r = 0; r < NR; ++r) {
-      const float xd = act_d(x[r], l)[sb];
-      acc[r] = _mm256_fmadd_ps(part[r], _mm256_set1_ps(dec.d * xd), acc[r]);
-      if constexpr (Dec::kHasMin) {
-        const __m256 mm =
-            _mm256_cvtepi32_ps(_mm256_madd_epi16(loadu256(act_bsums(x[r], l) + 16 * sb), dec.mins16));
-        accm[r] = _mm256_fmadd_ps(mm, _mm256_set1_ps(dec.dmin * xd), accm[r]);
-      }
-    }
-  }
-  for (int r = 0; r < NR; ++r) out[r] = Dec::kHasMin ? hsum256(acc[r]) - hsum256(accm[r]) : hsum256(acc[r]);
-}
+// (The 256-element super-block types run in matmul_avx2_q45k.cpp, matmul_avx2_q6k.cpp and
+// matmul_avx2_iq4xs.cpp.)
 
 // ---- float weights with f32 activations (zero-padded to 16) ----
 
@@ -210,20 +147,6 @@ void q8_0_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayou
   }
 }
 
-template <class Dec>
-void q8_k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  switch (nr) {
-    case 1:
-      return q8_k_family<Dec, 1>(w, x, l, out);
-    case 2:
-      return q8_k_family<Dec, 2>(w, x, l, out);
-    case 3:
-      return q8_k_family<Dec, 3>(w, x, l, out);
-    default:
-      return q8_k_family<Dec, 4>(w, x, l, out);
-  }
-}
-
 template <FKind kKind>
 void float_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
   switch (nr) {
@@ -247,9 +170,10 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q8_0)] = q8_0_rows<DecQ8_0>;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
-  s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_rows();
-  s.packed[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_packed();
-  s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);
+  s.packed[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_packed(false);
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = avx2_k45_rows(true);
+  s.packed[static_cast<int>(GgmlType::Q5_K)] = avx2_k45_packed(true);
   s.dot[static_cast<int>(GgmlType::Q6_K)] = avx2_q6k_rows();
   s.packed[static_cast<int>(GgmlType::Q6_K)] = avx2_q6k_packed();
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = avx2_iq4xs_rows();

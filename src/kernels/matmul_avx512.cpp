@@ -125,89 +125,8 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
   for (int r = 0; r < NR; ++r) out[r] = hsum512(acc[r]);
 }
 
-// ---- 256-element super-block types, dotted with Q8_K activations ----
-// A decoder gives, for chunk k = 0..3 (elements 64k .. 64k+63): vals(k) as int8, and scales(k), the integer
-// sub-block scale of each lane as float. Per lane and super-block, sum_k |lane_k| * |scale| stays below 2^24
-// (Q5_K: 4 * 4*31*127 * 63), so the per-super-block partial sums are exact integers; d_w * d_x is applied
-// once per super-block. (Q4_K and Q6_K run the AVX2 row kernels here, in the packed kernels' order.)
-
-template <bool kFive>
-struct DecQ45_K {
-  static constexpr int kBytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  static constexpr bool kHasMin = true;
-  const uint8_t* qs;
-  const uint8_t* qh;
-  float d, dmin;
-  __m512 sc;       // the 8 sub-block scales in lanes 0-7
-  __m256i mins16;  // int16 m_j twice each, to pair with the 16 bsums
-  T512 explicit DecQ45_K(const uint8_t* blk) {
-    d = h2f(load_u16(blk));
-    dmin = h2f(load_u16(blk + 2));
-    qh = blk + 16;
-    qs = kFive ? blk + 48 : blk + 16;
-    alignas(16) uint8_t sm[16];
-    unpack_k4_scales(blk + 4, sm);
-    const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
-    sc = _mm512_castps256_ps512(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)));
-    const __m128i m = _mm_srli_si128(b, 8);
-    mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-  }
-  T512 __m512i vals(int k) const {
-    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
-    __m512i z = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1),
-                                 _mm512_set1_epi8(0x0F));
-    if (kFive) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-      __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-      const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * k)),
-                                            _mm256_set1_epi16(static_cast<int16_t>(2 * k + 1)), 1);
-      hz = _mm512_and_si512(_mm512_srlv_epi16(hz, sh), _mm512_set1_epi8(1));
-      z = _mm512_or_si512(z, _mm512_slli_epi16(hz, 4));
-    }
-    return z;
-  }
-  T512 __m512 scales(int k) const {  // lanes 0-7: scale 2k, lanes 8-15: scale 2k+1
-    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                         _mm512_set1_epi32(2 * k));
-    return _mm512_permutexvar_ps(idx, sc);
-  }
-};
-
-template <class Dec, int NR>
-T512 void q8_k_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  __m512 acc[NR];
-  __m256 accm[NR];
-  for (int r = 0; r < NR; ++r) {
-    acc[r] = _mm512_setzero_ps();
-    accm[r] = _mm256_setzero_ps();
-  }
-  for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const Dec dec(w + sb * Dec::kBytes);
-    __m512 part[NR];
-    for (int r = 0; r < NR; ++r) part[r] = _mm512_setzero_ps();
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = dec.vals(k);
-      const __m512 sc = dec.scales(k);
-      const __m512i corr = corr_of(v);
-      for (int r = 0; r < NR; ++r) {
-        const __m512i p = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x[r] + 256 * sb + 64 * k), v);
-        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, part[r]);
-      }
-    }
-    for (int r = 0; r < NR; ++r) {
-      const float xd = act_d(x[r], l)[sb];
-      acc[r] = _mm512_fmadd_ps(part[r], _mm512_set1_ps(dec.d * xd), acc[r]);
-      if constexpr (Dec::kHasMin) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_bsums(x[r], l) + 16 * sb));
-        const __m256 mm = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, dec.mins16));
-        accm[r] = _mm256_fmadd_ps(mm, _mm256_set1_ps(dec.dmin * xd), accm[r]);
-      }
-    }
-  }
-  for (int r = 0; r < NR; ++r) {
-    out[r] = Dec::kHasMin ? hsum512(acc[r]) - hsum256(accm[r]) : hsum512(acc[r]);
-  }
-}
+// (The 256-element super-block types: the AVX2 row kernels, and the packed kernels of
+// matmul_avx512_q45k.cpp, matmul_avx512_q6k.cpp and matmul_avx512_iq4xs.cpp.)
 
 // ---- float weights with f32 activations (zero-padded to 16) ----
 
@@ -313,28 +232,6 @@ void q8_0_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayou
   }
 }
 
-template <class Dec>
-void q8_k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  switch (nr) {
-    case 1:
-      return q8_k_family<Dec, 1>(w, x, l, out);
-    case 2:
-      return q8_k_family<Dec, 2>(w, x, l, out);
-    case 3:
-      return q8_k_family<Dec, 3>(w, x, l, out);
-    case 4:
-      return q8_k_family<Dec, 4>(w, x, l, out);
-    case 5:
-      return q8_k_family<Dec, 5>(w, x, l, out);
-    case 6:
-      return q8_k_family<Dec, 6>(w, x, l, out);
-    case 7:
-      return q8_k_family<Dec, 7>(w, x, l, out);
-    default:
-      return q8_k_family<Dec, 8>(w, x, l, out);
-  }
-}
-
 template <FKind kKind>
 void float_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
   switch (nr) {
@@ -372,11 +269,12 @@ KernelSet make_set() {
   s.tile_min_rows[static_cast<int>(GgmlType::BF16)] = 4;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
-  // Q4_K: the AVX2 row kernel (AVX2 instructions run here too) and the packed AVX-512 kernel that gives its
-  // bits (matmul_avx512_q4k.cpp); from the file's 4-row tiles to packed ones: decode 1.5x on an 8-layer file.
-  s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_q4k_rows();
-  s.packed[static_cast<int>(GgmlType::Q4_K)] = avx512_q4k_packed();
-  s.dot[static_cast<int>(GgmlType::Q5_K)] = q8_k_rows<DecQ45_K<true>>;
+  // Q4_K, Q5_K: the AVX2 row kernel (AVX2 instructions run here too) and the packed AVX-512 kernel that gives
+  // its bits (matmul_avx512_q45k.cpp); decode of an 8-layer Q4_K file 1.5-1.8x the row kernels of before.
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);
+  s.packed[static_cast<int>(GgmlType::Q4_K)] = avx512_k45_packed(false);
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = avx2_k45_rows(true);
+  s.packed[static_cast<int>(GgmlType::Q5_K)] = avx512_k45_packed(true);
   s.dot[static_cast<int>(GgmlType::Q6_K)] = avx2_q6k_rows();  // the same way, matmul_avx512_q6k.cpp
   s.packed[static_cast<int>(GgmlType::Q6_K)] = avx512_q6k_packed();
   // IQ4_XS: the row and tile kernels of matmul_avx512_iq4xs.cpp (one summation order for both).

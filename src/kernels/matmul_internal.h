@@ -76,9 +76,9 @@ const KernelSet& kernels_for(Isa isa);
 // matmul_avx2_iq4xs.cpp (nullptr where not compiled).
 RowDotFn avx2_iq4xs_rows();
 TileFn avx2_iq4xs_packed();
-// matmul_avx2_q4k.cpp (nullptr where not compiled).
-RowDotFn avx2_q4k_rows();
-TileFn avx2_q4k_packed();
+// matmul_avx2_q45k.cpp (nullptr where not compiled): Q4_K (five = false) and Q5_K.
+RowDotFn avx2_k45_rows(bool five);
+TileFn avx2_k45_packed(bool five);
 // matmul_avx512_iq4xs.cpp (nullptr where not compiled).
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();
@@ -86,8 +86,8 @@ TileFn avx512_iq4xs_packed();
 // matmul_avx2_q6k.cpp (nullptr where not compiled).
 RowDotFn avx2_q6k_rows();
 TileFn avx2_q6k_packed();
-// matmul_avx512_q4k.cpp (nullptr where not compiled): follows the order of avx2_q4k_rows.
-TileFn avx512_q4k_packed();
+// matmul_avx512_q45k.cpp (nullptr where not compiled): follows the order of avx2_k45_rows.
+TileFn avx512_k45_packed(bool five);
 // matmul_avx512_q6k.cpp (nullptr where not compiled): follows the order of avx2_q6k_rows.
 TileFn avx512_q6k_packed();
 // matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper.

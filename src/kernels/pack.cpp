@@ -19,11 +19,10 @@ constexpr int64_t kXsQsOffset = 8;  // of qs inside a BlockIQ4_XS
 constexpr int64_t kQ8BlockBytes = sizeof(BlockQ8_0);
 constexpr int64_t kQ8ScaleBytes = 32;
 constexpr int64_t kQ8PieceBytes = 512;
-// Q4_K: per super-block of a tile a 256-byte header, then 4 pieces of 512 bytes of qs.
-constexpr int64_t kQ4KBlockBytes = sizeof(BlockQ4_K);
-constexpr int64_t kQ4KHeaderBytes = 256;
-constexpr int64_t kQ4KPieceBytes = 512;
-constexpr int64_t kQ4KQsOffset = 16;  // of qs inside a BlockQ4_K
+// Q4_K, Q5_K: per super-block of a tile a 256-byte header, (Q5_K) 512 bytes of qh, then 4 pieces of 512
+// bytes of qs.
+constexpr int64_t kK45HeaderBytes = 256;
+constexpr int64_t kK45PieceBytes = 512;
 // Q6_K: per super-block of a tile a 288-byte header, then per half of the super-block 3 x 512 bytes.
 constexpr int64_t kQ6KBlockBytes = sizeof(BlockQ6_K);
 constexpr int64_t kQ6KHeaderBytes = 288;
@@ -61,16 +60,23 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
     }
     return;
   }
-  if (type == GgmlType::Q4_K) {
+  if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
+    const bool five = type == GgmlType::Q5_K;
+    const int64_t block = five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+    const int64_t qs_from = five ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+    const int64_t qs_to = kK45HeaderBytes + (five ? kK45PieceBytes : 0);
     for (int64_t sb = 0; sb < nb; ++sb) {
-      const int64_t h = sb * kPackRows * kQ4KBlockBytes, from = sb * kQ4KBlockBytes;
+      const int64_t h = sb * kPackRows * block, from = sb * block;
       move.template operator()<2>(h + 2 * o, from);           // d
       move.template operator()<2>(h + 32 + 2 * o, from + 2);  // dmin
       for (int64_t w = 0; w < 3; ++w) move.template operator()<4>(h + 64 * (w + 1) + 4 * o, from + 4 + 4 * w);
+      for (int64_t g = 0; five && g < 8; ++g)
+        move.template operator()<4>(h + kK45HeaderBytes + 64 * g + 4 * o,
+                                    from + offsetof(BlockQ5_K, qh) + 4 * g);
       for (int64_t k = 0; k < 4; ++k)
         for (int64_t g = 0; g < 8; ++g)
-          move.template operator()<4>(h + kQ4KHeaderBytes + k * kQ4KPieceBytes + 64 * g + 4 * o,
-                                      from + kQ4KQsOffset + 32 * k + 4 * g);
+          move.template operator()<4>(h + qs_to + k * kK45PieceBytes + 64 * g + 4 * o,
+                                      from + qs_from + 32 * k + 4 * g);
     }
     return;
   }
@@ -89,7 +95,7 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
 
 bool is_packable_type(GgmlType type) {
   return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
-         type == GgmlType::Q6_K;
+         type == GgmlType::Q5_K || type == GgmlType::Q6_K;
 }
 
 int64_t blocks_per_row(const MatrixView& w) {

@@ -26,6 +26,8 @@
 //   qs[k]       512 bytes, k = 0..3: 8 lines of 64 bytes; in line g, bytes 4o..4o+3 are bytes 32k+4g..+3 of
 //               row o's qs (low nibbles: elements 4g..4g+3 of sub-block 2k, high: of sub-block 2k+1)
 // A super-block is read front to back, and the 6-bit scales of 8 rows unpack in the lanes of one register.
+// Q5_K is laid out as Q4_K, with 16 * 176 bytes per super-block and 512 bytes of qh after the header: 8
+// lines of 64 bytes, bytes 4o..4o+3 of line g being row o's qh[4g..4g+3]; the qs pieces follow.
 //
 // Q6_K, nb super-blocks of 256 per row; super-block sb of a tile is 16 * 210 bytes from sb * 3360:
 //   header      288 bytes: d[16] (fp16) | scales[s][16] (int8, sub-block s = 0..15 outer, row inner)
@@ -46,8 +48,8 @@ inline constexpr int64_t kPackRows = 16;
 // matrix still works (unpacked tile by tile) but is slower than the row format.
 bool has_packed_kernel(GgmlType type);
 
-// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, Q4_K or Q6_K matrix with n_out a multiple of
-// kPackRows.
+// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, Q4_K, Q5_K or Q6_K matrix with n_out a multiple
+// of kPackRows.
 bool can_pack(const MatrixView& w);
 
 // Writes w packed into dst (w.n_out * w.row_bytes bytes, not overlapping w) and returns the view of dst.

@@ -1,11 +1,12 @@
-// AVX-512 VNNI kernel for Q4_K weights over packed tiles (kernels/pack.h): the 16 weight rows of a tile in
-// the lanes of each vector, any number of activation rows. It follows the canonical order of the AVX2 Q4_K
-// kernels (matmul_avx2_q4k.cpp: exact integer sums of scales and of mins per super-block, then one fma for
-// each), whose row kernel is this level's kernel for Q4_K matrices in the row format, so both layouts, and
+// AVX-512 VNNI kernel for Q4_K and Q5_K weights over packed tiles (kernels/pack.h): the 16 weight rows of a
+// tile in the lanes of each vector, any number of activation rows. It follows the canonical order of the
+// AVX2 kernels (matmul_avx2_q45k.cpp: exact integer sums of scales and of mins per super-block, then one fma
+// for each), whose row kernel is this level's kernel for these types in the row format, so both layouts, and
 // both levels, give the same bits.
 //
-// The nibbles are vpdpbusd's unsigned operand and the activations' signed values its other one; a sub-block
-// of one row is then 8 vpdpbusd (one per line of its piece), a tile line serving all 16 rows at once.
+// The 4- or 5-bit weights are vpdpbusd's unsigned operand and the activations' signed values its other one; a
+// sub-block of one row is then 8 vpdpbusd (one per line of its piece), a tile line serving all 16 rows at
+// once.
 #include <cstring>
 
 #include "avx512_tile.h"
@@ -27,7 +28,11 @@ namespace {
 
 constexpr int64_t kHeaderBytes = 256;  // per super-block: d, dmin, the three scale words, of 16 rows
 constexpr int64_t kPieceBytes = 512;   // per pair of sub-blocks: 8 lines of 16 rows x 4 bytes
-constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_K));
+// Per super-block of a tile: the header, (Q5_K) 8 lines of qh, the 4 pieces of qs.
+template <bool kFive>
+constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
+template <bool kFive>
+constexpr int64_t kPackedQs = kFive ? 768 : 256;
 // Weights stream from DRAM at decode: each super-block requests the bytes this far ahead into L1 and L2
 // (as the other packed kernels).
 constexpr int64_t kPrefetchL1Bytes = 2304;
@@ -72,13 +77,13 @@ T512 inline __m512i min_sums(const __m512i u[4], const int16_t* bsums) {
 
 // One pass: acc[16 r + o] and accm[16 r + o] over all super-blocks, for NR activation rows (xs: their signed
 // values).
-template <int NR>
-T512 void q4k_pass(const uint8_t* tile, const uint8_t* const* x, const uint8_t* const* xs, const ActLayout& l,
+template <bool kFive, int NR>
+T512 void k45_pass(const uint8_t* tile, const uint8_t* const* x, const uint8_t* const* xs, const ActLayout& l,
                    float* acc, float* accm) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), byte = _mm512_set1_epi32(0xFF);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1), byte = _mm512_set1_epi32(0xFF);
   for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const uint8_t* hdr = tile + sb * kPackedSbBytes;
-    for (int64_t off = 0; off < kPackedSbBytes; off += 64) {
+    const uint8_t* hdr = tile + sb * kPackedSbBytes<kFive>;
+    for (int64_t off = 0; off < kPackedSbBytes<kFive>; off += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL2Bytes + off), _MM_HINT_T1);
     }
@@ -87,11 +92,16 @@ T512 void q4k_pass(const uint8_t* tile, const uint8_t* const* x, const uint8_t* 
     __m512i isum[NR];
     for (int r = 0; r < NR; ++r) isum[r] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* piece = hdr + kHeaderBytes + (j >> 1) * kPieceBytes;
+      const uint8_t* piece = hdr + kPackedQs<kFive> + (j >> 1) * kPieceBytes;
       __m512i wv[8];
       for (int g = 0; g < 8; ++g) {
         const __m512i t = _mm512_loadu_si512(piece + 64 * g);
         wv[g] = _mm512_and_si512((j & 1) ? _mm512_srli_epi16(t, 4) : t, m4);
+        if constexpr (kFive) {  // bit j of the line's qh bytes is the fifth bit
+          const __m512i qh = _mm512_loadu_si512(hdr + kHeaderBytes + 64 * g);
+          const __m512i b = _mm512_and_si512(_mm512_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+          wv[g] = _mm512_or_si512(wv[g], _mm512_slli_epi16(b, 4));
+        }
       }
       const __m512i sc = _mm512_and_si512(_mm512_srlv_epi32(u[j >> 2], _mm512_set1_epi32(8 * (j & 3))), byte);
       for (int r = 0; r < NR; ++r) {
@@ -114,21 +124,28 @@ T512 void q4k_pass(const uint8_t* tile, const uint8_t* const* x, const uint8_t* 
   }
 }
 
-template <int NR>
-T512 void q4k_pass_rows(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc,
+template <bool kFive, int NR>
+T512 void k45_pass_rows(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc,
                         float* accm) {
   const uint8_t* xs[NR];
   for (int r = 0; r < NR; ++r) xs[r] = act_sq_bytes(x[r], l);
-  q4k_pass<NR>(tile, x, xs, l, acc, accm);
+  k45_pass<kFive, NR>(tile, x, xs, l, acc, accm);
 }
 
 using PassFn = void (*)(const uint8_t*, const uint8_t* const*, const ActLayout&, float*, float*);
 
-void q4k_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
+template <bool kFive>
+void k45_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
                 const ActLayout& l, float* y, int64_t y_stride) {
-  static constexpr PassFn kPass[kPassRows + 1] = {nullptr,          q4k_pass_rows<1>, q4k_pass_rows<2>,
-                                                  q4k_pass_rows<3>, q4k_pass_rows<4>, q4k_pass_rows<5>,
-                                                  q4k_pass_rows<6>, q4k_pass_rows<7>, q4k_pass_rows<8>};
+  static constexpr PassFn kPass[kPassRows + 1] = {nullptr,
+                                                  k45_pass_rows<kFive, 1>,
+                                                  k45_pass_rows<kFive, 2>,
+                                                  k45_pass_rows<kFive, 3>,
+                                                  k45_pass_rows<kFive, 4>,
+                                                  k45_pass_rows<kFive, 5>,
+                                                  k45_pass_rows<kFive, 6>,
+                                                  k45_pass_rows<kFive, 7>,
+                                                  k45_pass_rows<kFive, 8>};
   alignas(64) float acc[kPassRows * 16], accm[kPassRows * 16];
   for (int64_t i = 0; i < nx; i += kPassRows) {
     const int nr = static_cast<int>(nx - i < kPassRows ? nx - i : kPassRows);
@@ -144,13 +161,13 @@ void q4k_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x
 
 }  // namespace
 
-TileFn avx512_q4k_packed() {
-  return q4k_packed;
+TileFn avx512_k45_packed(bool five) {
+  return five ? k45_packed<true> : k45_packed<false>;
 }
 
 #else
 
-TileFn avx512_q4k_packed() {
+TileFn avx512_k45_packed(bool) {
   return nullptr;
 }
 
