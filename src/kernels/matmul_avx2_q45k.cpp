@@ -113,24 +113,8 @@ T2 void k45_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, f
 }
 
 template <bool kFive>
-void k45_rows4(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  switch (nr) {
-    case 1:
-      return k45_row<kFive, 1>(w, x, l, out);
-    case 2:
-      return k45_row<kFive, 2>(w, x, l, out);
-    case 3:
-      return k45_row<kFive, 3>(w, x, l, out);
-    default:
-      return k45_row<kFive, 4>(w, x, l, out);
-  }
-}
-
-// Up to kMaxTileRows rows (the AVX-512 level calls with 8), 4 at a time: each pair's instructions are the
-// same whatever nr is.
-template <bool kFive>
 void k45_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  for (int i = 0; i < nr; i += 4) k45_rows4<kFive>(w, x + i, nr - i < 4 ? nr - i : 4, l, out + i);
+  rows_by_four(nr, [&]<int NR>(int i) { k45_row<kFive, NR>(w, x + i, l, out + i); });
 }
 
 // ---- packed tiles ----

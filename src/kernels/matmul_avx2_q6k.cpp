@@ -89,22 +89,8 @@ T2 void q6k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, f
   for (int r = 0; r < NR; ++r) out[r] = _mm_cvtss_f32(acc[r]);
 }
 
-void q6k_rows4(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  switch (nr) {
-    case 1:
-      return q6k_row<1>(w, x, l, out);
-    case 2:
-      return q6k_row<2>(w, x, l, out);
-    case 3:
-      return q6k_row<3>(w, x, l, out);
-    default:
-      return q6k_row<4>(w, x, l, out);
-  }
-}
-
-// Up to kMaxTileRows rows, 4 at a time: each pair's instructions are the same whatever nr is.
 void q6k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  for (int i = 0; i < nr; i += 4) q6k_rows4(w, x + i, nr - i < 4 ? nr - i : 4, l, out + i);
+  rows_by_four(nr, [&]<int NR>(int i) { q6k_row<NR>(w, x + i, l, out + i); });
 }
 
 // ---- packed tiles ----
