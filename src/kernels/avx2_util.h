@@ -1,9 +1,12 @@
 // Small AVX2 helpers shared by the AVX2 kernel files (each file keeps its own kernels).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
+#include "kernels/isa.h"
 #include "matmul_internal.h"
 
 #if MTP_HAVE_X86_SIMD
@@ -44,6 +47,32 @@ inline void rows_by_four(int nr, Kernel&& kernel) {
       default:
         kernel.template operator()<4>(i);
     }
+  }
+}
+
+// One pass of a packed kernel over a tile: adds NR activation rows' sums to acc[16 r + o].
+using PackedPassFn = void (*)(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc);
+
+// {nullptr, Pass::run<1>, ..., Pass::run<N>}: a pass kernel per number of rows.
+template <class Pass, int... R>
+constexpr std::array<PackedPassFn, sizeof...(R) + 1> pass_table(std::integer_sequence<int, R...>) {
+  return {nullptr, &Pass::template run<R + 1>...};
+}
+
+// A packed tile against nx activation rows, in passes of as many rows as the table has (plain AVX2's, or
+// AVX-VNNI's where the switch is on); the first n_out sums of each row are its results.
+template <size_t NM, size_t NV>
+inline void run_passes(const std::array<PackedPassFn, NM>& madd, const std::array<PackedPassFn, NV>& vnni,
+                       const uint8_t* tile, int n_out, const uint8_t* const* x, int64_t nx,
+                       const ActLayout& l, float* y, int64_t y_stride) {
+  const bool use_vnni = avx_vnni_active();
+  const int pass_rows = static_cast<int>(use_vnni ? NV - 1 : NM - 1);
+  alignas(32) float acc[16 * (NV > NM ? NV : NM)];
+  for (int64_t i = 0; i < nx; i += pass_rows) {
+    const int nr = static_cast<int>(nx - i < pass_rows ? nx - i : pass_rows);
+    std::memset(acc, 0, sizeof(float) * 16 * nr);
+    (use_vnni ? vnni[nr] : madd[nr])(tile, x + i, l, acc);
+    for (int r = 0; r < nr; ++r) std::memcpy(y + (i + r) * y_stride, acc + 16 * r, sizeof(float) * n_out);
   }
 }
 

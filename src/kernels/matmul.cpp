@@ -82,6 +82,15 @@ int64_t act_block_size(ActFormat format) {
 }
 
 namespace detail {
+void run_packed_on_row_format(TileFn packed, GgmlType type, const uint8_t* w, int64_t row_bytes, int n_out,
+                              const uint8_t* const* x, int64_t nx, const ActLayout& l, float* y,
+                              int64_t y_stride) {
+  static thread_local std::vector<uint8_t> buf;
+  buf.resize(static_cast<size_t>(kPackRows * row_bytes));
+  pack_tile(MatrixView::contiguous(type, w, l.n_in, n_out), 0, buf.data());
+  packed(buf.data(), row_bytes, n_out, x, nx, l, y, y_stride);
+}
+
 const KernelSet& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:

@@ -61,11 +61,6 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 
 // ---- 32-element block types with Q8_0 activations ----
 
-struct DecQ8_0 {
-  static constexpr int kBytes = sizeof(BlockQ8_0);
-  T2 static __m256i vals(const uint8_t* blk) { return loadu256(blk + 2); }
-};
-
 template <const int8_t* kTable>
 struct DecNibble32 {
   static constexpr int kBytes = sizeof(BlockQ4_0);
@@ -167,7 +162,10 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::F32)] = float_rows<FKind::kF32>;
   s.dot[static_cast<int>(GgmlType::F16)] = float_rows<FKind::kF16>;
   s.dot[static_cast<int>(GgmlType::BF16)] = float_rows<FKind::kBF16>;
-  s.dot[static_cast<int>(GgmlType::Q8_0)] = q8_0_rows<DecQ8_0>;
+  // Q8_0: one kernel for every batch (matmul_avx2_q8_0.cpp), over packed tiles.
+  s.tile[static_cast<int>(GgmlType::Q8_0)] = avx2_q8_0_tile();
+  s.packed[static_cast<int>(GgmlType::Q8_0)] = avx2_q8_0_packed();
+  s.tile_min_rows[static_cast<int>(GgmlType::Q8_0)] = 1;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);

@@ -199,26 +199,21 @@ T2 void packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayou
   }
 }
 
-using PassFn = void (*)(const uint8_t*, const uint8_t* const*, const ActLayout&, float*);
-
-template <class Sums, int... R>
-constexpr auto pass_table(std::integer_sequence<int, R...>) {
-  return std::array<PassFn, sizeof...(R) + 1>{nullptr, packed_pass<Sums, R + 1>...};
-}
+template <class Sums>
+struct Pass {
+  template <int NR>
+  T2 static void run(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc) {
+    packed_pass<Sums, NR>(tile, x, l, acc);
+  }
+};
 
 void q6k_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
                 const ActLayout& l, float* y, int64_t y_stride) {
-  static constexpr auto kMadd = pass_table<MaddSums>(std::make_integer_sequence<int, MaddSums::kPassRows>());
-  static constexpr auto kVnni = pass_table<VnniSums>(std::make_integer_sequence<int, VnniSums::kPassRows>());
-  const bool vnni = avx_vnni_active();
-  const int pass_rows = vnni ? VnniSums::kPassRows : MaddSums::kPassRows;
-  alignas(32) float acc[VnniSums::kPassRows * 16];
-  for (int64_t i = 0; i < nx; i += pass_rows) {
-    const int nr = static_cast<int>(nx - i < pass_rows ? nx - i : pass_rows);
-    std::memset(acc, 0, sizeof(float) * 16 * nr);
-    (vnni ? kVnni[nr] : kMadd[nr])(tile, x + i, l, acc);
-    for (int r = 0; r < nr; ++r) std::memcpy(y + (i + r) * y_stride, acc + 16 * r, sizeof(float) * n_out);
-  }
+  static constexpr auto kMadd =
+      pass_table<Pass<MaddSums>>(std::make_integer_sequence<int, MaddSums::kPassRows>());
+  static constexpr auto kVnni =
+      pass_table<Pass<VnniSums>>(std::make_integer_sequence<int, VnniSums::kPassRows>());
+  run_passes(kMadd, kVnni, tile, n_out, x, nx, l, y, y_stride);
 }
 
 }  // namespace

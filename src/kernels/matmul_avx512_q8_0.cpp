@@ -8,11 +8,10 @@
 //   y = fma(float(isum_b), d_w(b) * d_x(b), y)      for b = 0, 1, ... in order
 // (one rounding for the scale product and one per fma). Activations are stored offset by 128 (u8) for
 // vpdpbusd; each lane starts from corr = -128 * (sum of its weights) to cancel the offset.
+#include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "avx512_tile.h"
-#include "kernels/pack.h"
 #include "matmul_internal.h"
 
 #if MTP_HAVE_X86_SIMD
@@ -86,12 +85,9 @@ T512 void q8_0_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* co
 }
 
 // Row-format weights: the tile packed into a per-thread buffer first.
-T512 void q8_0_tile(const uint8_t* w, int64_t row_bytes, int n_out, const uint8_t* const* x, int64_t nx,
-                    const ActLayout& l, float* y, int64_t y_stride) {
-  static thread_local std::vector<uint8_t> buf;
-  buf.resize(static_cast<size_t>(kPackRows * row_bytes));
-  pack_tile(MatrixView::contiguous(GgmlType::Q8_0, w, l.n_in, n_out), 0, buf.data());
-  q8_0_packed(buf.data(), row_bytes, n_out, x, nx, l, y, y_stride);
+void q8_0_tile(const uint8_t* w, int64_t row_bytes, int n_out, const uint8_t* const* x, int64_t nx,
+               const ActLayout& l, float* y, int64_t y_stride) {
+  run_packed_on_row_format(q8_0_packed, GgmlType::Q8_0, w, row_bytes, n_out, x, nx, l, y, y_stride);
 }
 
 }  // namespace

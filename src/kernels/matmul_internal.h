@@ -83,6 +83,14 @@ TileFn avx2_k45_packed(bool five);
 RowDotFn avx512_iq4xs_rows();
 TileFn avx512_iq4xs_tile();
 TileFn avx512_iq4xs_packed();
+// A row-format tile (n_out rows from w) through a packed kernel: packed into a per-thread buffer first.
+void run_packed_on_row_format(TileFn packed, GgmlType type, const uint8_t* w, int64_t row_bytes, int n_out,
+                              const uint8_t* const* x, int64_t nx, const ActLayout& l, float* y,
+                              int64_t y_stride);
+// matmul_avx2_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper, in the
+// order of the AVX-512 ones.
+TileFn avx2_q8_0_packed();
+TileFn avx2_q8_0_tile();
 // matmul_avx2_q6k.cpp (nullptr where not compiled).
 RowDotFn avx2_q6k_rows();
 TileFn avx2_q6k_packed();

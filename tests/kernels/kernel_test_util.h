@@ -21,6 +21,23 @@ inline std::vector<kernels::Isa> supported_isas() {
   return v;
 }
 
+// The AVX-VNNI settings to test at a level: at avx2 both plain AVX2 and AVX-VNNI where the CPU has it (the
+// kernels that sum with vpdpbusd there read the switch), elsewhere the current one.
+inline std::vector<bool> vnni_settings(kernels::Isa isa) {
+  if (isa != kernels::Isa::kAvx2 || !kernels::avx_vnni_supported()) return {kernels::avx_vnni_active()};
+  return {false, true};
+}
+
+// Sets the AVX-VNNI switch, and restores it at scope exit.
+class VnniScope {
+ public:
+  explicit VnniScope(bool on) : saved_(kernels::avx_vnni_active()) { kernels::set_avx_vnni(on); }
+  ~VnniScope() { kernels::set_avx_vnni(saved_); }
+
+ private:
+  bool saved_;
+};
+
 // Restores the active ISA level at scope exit.
 class IsaScope {
  public:

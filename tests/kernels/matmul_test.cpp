@@ -141,11 +141,14 @@ TEST_P(MatmulTypes, ScalarMatchesDoubleAndSimdMatchesScalar) {
         }
         for (Isa isa : test::supported_isas()) {
           if (isa == Isa::kScalar) continue;
-          const std::vector<float> yv = run(isa, m, x, n_rows, nullptr);
-          for (size_t i = 0; i < yv.size(); ++i) {
-            const double tol = simd_steps(type, n_in) * std::ldexp(ref.mag[i], -23) + 1e-30;
-            ASSERT_NEAR(yv[i], ys[i], tol)
-                << isa_name(isa) << ", rows " << n_rows << ", row " << i / n_out << " out " << i % n_out;
+          for (bool vnni : test::vnni_settings(isa)) {
+            test::VnniScope vs(vnni);
+            const std::vector<float> yv = run(isa, m, x, n_rows, nullptr);
+            for (size_t i = 0; i < yv.size(); ++i) {
+              const double tol = simd_steps(type, n_in) * std::ldexp(ref.mag[i], -23) + 1e-30;
+              ASSERT_NEAR(yv[i], ys[i], tol) << isa_name(isa) << (vnni ? " vnni" : "") << ", rows " << n_rows
+                                             << ", row " << i / n_out << " out " << i % n_out;
+            }
           }
         }
       }
@@ -164,34 +167,38 @@ TEST_P(MatmulTypes, BatchInvariantPerIsa) {
       test::make_matrix(type, test::make_values(Pattern::kGaussian, n_out, n_in, 5), n_in, n_out);
   const std::vector<float> x = test::make_values(Pattern::kGaussian, n_rows, n_in, 6);
   ThreadPool pool(2);
-  for (Isa isa : test::supported_isas()) {
-    SCOPED_TRACE(std::string(type_name(type)) + " " + isa_name(isa));
-    const std::vector<float> full = run(isa, m, x, n_rows, &pool);
-    EXPECT_EQ(full, run(isa, m, x, n_rows, nullptr));
-    // Each row alone.
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const std::vector<float> xr(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
-      const std::vector<float> alone = run(isa, m, xr, 1, nullptr);
-      ASSERT_EQ(0, std::memcmp(alone.data(), full.data() + r * n_out, n_out * sizeof(float))) << "row " << r;
-    }
-    // Batches of other sizes, given as row lists (reversed, strided), with split output ranges.
-    IsaScope scope(isa);
-    PreparedActivations acts;
-    acts.prepare(kernels::act_format(type), x.data(), n_rows, n_in, n_in);
-    for (int64_t batch : {2, 3, 5, 8, 9, 13}) {
-      std::vector<int32_t> rows;
-      for (int64_t i = 0; i < batch; ++i)
-        rows.push_back(static_cast<int32_t>(((n_rows - 1 - 3 * i) % n_rows + n_rows) % n_rows));
-      std::vector<float> y(static_cast<size_t>(batch * n_out), -1.0f);
-      const int64_t split = 1 + batch % 7;
-      kernels::matmul_range(m.view(), acts, rows.data(), batch, 0, split, y.data(), n_out);
-      kernels::matmul_range(m.view(), acts, rows.data(), batch, split, n_out, y.data(), n_out);
-      for (int64_t i = 0; i < batch; ++i) {
-        ASSERT_EQ(0, std::memcmp(y.data() + i * n_out, full.data() + rows[i] * n_out, n_out * sizeof(float)))
-            << "batch " << batch << " entry " << i;
+  for (Isa isa : test::supported_isas())
+    for (bool vnni : test::vnni_settings(isa)) {
+      test::VnniScope vs(vnni);
+      SCOPED_TRACE(std::string(type_name(type)) + " " + isa_name(isa) + (vnni ? " vnni" : ""));
+      const std::vector<float> full = run(isa, m, x, n_rows, &pool);
+      EXPECT_EQ(full, run(isa, m, x, n_rows, nullptr));
+      // Each row alone.
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const std::vector<float> xr(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+        const std::vector<float> alone = run(isa, m, xr, 1, nullptr);
+        ASSERT_EQ(0, std::memcmp(alone.data(), full.data() + r * n_out, n_out * sizeof(float)))
+            << "row " << r;
+      }
+      // Batches of other sizes, given as row lists (reversed, strided), with split output ranges.
+      IsaScope scope(isa);
+      PreparedActivations acts;
+      acts.prepare(kernels::act_format(type), x.data(), n_rows, n_in, n_in);
+      for (int64_t batch : {2, 3, 5, 8, 9, 13}) {
+        std::vector<int32_t> rows;
+        for (int64_t i = 0; i < batch; ++i)
+          rows.push_back(static_cast<int32_t>(((n_rows - 1 - 3 * i) % n_rows + n_rows) % n_rows));
+        std::vector<float> y(static_cast<size_t>(batch * n_out), -1.0f);
+        const int64_t split = 1 + batch % 7;
+        kernels::matmul_range(m.view(), acts, rows.data(), batch, 0, split, y.data(), n_out);
+        kernels::matmul_range(m.view(), acts, rows.data(), batch, split, n_out, y.data(), n_out);
+        for (int64_t i = 0; i < batch; ++i) {
+          ASSERT_EQ(0,
+                    std::memcmp(y.data() + i * n_out, full.data() + rows[i] * n_out, n_out * sizeof(float)))
+              << "batch " << batch << " entry " << i;
+        }
       }
     }
-  }
 }
 
 std::string type_param_name(const ::testing::TestParamInfo<GgmlType>& info) {
