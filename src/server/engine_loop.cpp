@@ -313,13 +313,20 @@ void EngineLoop::run() {
     }
     std::optional<PrefixCacheStats> cache = backend_.cache_stats();
     std::vector<SlotInfo> view = slot_view();
-    std::lock_guard<std::mutex> lock(waker_->mu);
+    std::unique_lock<std::mutex> lock(waker_->mu);
     busy_ = static_cast<int32_t>(active_.size());
     drafting_ = info.drafting;
     cache_stats_ = std::move(cache);
     slots_ = std::move(view);
     waker_->cv.notify_all();
+    lock.unlock();
+    deliver_step_updates();
   }
+}
+
+void EngineLoop::deliver_step_updates() {
+  for (auto& [ch, u] : step_updates_) ch->push(std::move(u));
+  step_updates_.clear();
 }
 
 void EngineLoop::admit(std::deque<Pending>& batch) {
@@ -415,7 +422,7 @@ void EngineLoop::handle_event(SlotEvent& ev) {
   }
   metrics_.on_generated(n_new);
   if (ev.finish == FinishReason::kNone) {
-    if (!u.text.empty() || !u.tokens.empty()) a.ch->push(std::move(u));
+    if (!u.text.empty() || !u.tokens.empty()) step_updates_.emplace_back(a.ch, std::move(u));
     return;
   }
   if (!a.ended) {
@@ -470,7 +477,8 @@ void EngineLoop::finish(uint64_t id, Active& a, Update u, std::string reason) {
   metrics_.on_finish(reason, u.timings);
   std::shared_ptr<RequestChannel> ch = std::move(a.ch);
   active_.erase(id);
-  publish_busy();  // before the client hears of it, so /health never lags its own answer
+  publish_busy();          // before the client hears of it, so /health never lags its own answer
+  deliver_step_updates();  // tokens of this step come before any request's end
   ch->push(std::move(u));
 }
 

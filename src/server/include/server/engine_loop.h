@@ -138,6 +138,7 @@ class EngineLoop {
   void finish(uint64_t id, Active& a, Update u, std::string reason);
   void fail_all(const ApiError& error);
   void publish_busy();  // busy_ = active_.size() and the slot view, for the gauges, /slots and wait_idle()
+  void deliver_step_updates();  // sends what handle_event held back (after the step's slot view is published)
   std::vector<SlotInfo> slot_view() const;  // engine thread: from active_ and last_in_slot_
 
   Backend& backend_;
@@ -159,6 +160,9 @@ class EngineLoop {
   // Engine thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;
   std::vector<SlotInfo> last_in_slot_;  // per slot: only `last` and `last_finish_reason` are used
+  // A step's token updates, sent once the step's slot view is published, so that a client never sees a
+  // token that /slots does not count yet.
+  std::vector<std::pair<std::shared_ptr<RequestChannel>, Update>> step_updates_;
   uint64_t steps_ = 0;
 };
 
