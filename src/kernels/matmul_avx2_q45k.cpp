@@ -80,7 +80,7 @@ T2 void k45_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, f
   for (int64_t sb = 0; sb < l.nb; ++sb) {
     const uint8_t* blk = w + sb * F::kSbBytes;
     alignas(16) uint8_t sm[16];
-    unpack_k4_scales(blk + 4, sm);
+    unpack_k_scales(blk + 4, sm);
     const __m128i m = _mm_srli_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(sm)), 8);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));  // m_j twice, against bsums
     __m256i isum[NR];
@@ -126,7 +126,7 @@ void k45_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout
 // of sub-block 2k+1, so each activation row contributes one broadcast 4-byte group per line and sub-block.
 
 // The six-bit scales and mins of 8 rows (half h of a header) as 32-bit lanes of bytes: u[0] scales 0-3,
-// u[1] scales 4-7, u[2] mins 0-3, u[3] mins 4-7 (unpack_k4_scales on every lane at once).
+// u[1] scales 4-7, u[2] mins 0-3, u[3] mins 4-7 (unpack_k_scales on every lane at once).
 T2 inline void packed_scale_words(const uint8_t* hdr, int h, __m256i u[4]) {
   const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 64 + 32 * h));
   const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 128 + 32 * h));

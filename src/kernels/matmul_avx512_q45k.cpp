@@ -41,7 +41,7 @@ constexpr int64_t kPrefetchL2Bytes = 12288;
 constexpr int kPassRows = 8;
 
 // The six-bit scales and mins of the 16 rows as 32-bit lanes of bytes: u[0] scales 0-3, u[1] scales 4-7,
-// u[2] mins 0-3, u[3] mins 4-7 (unpack_k4_scales on every lane at once).
+// u[2] mins 0-3, u[3] mins 4-7 (unpack_k_scales on every lane at once).
 T512 inline void scale_words(const uint8_t* hdr, __m512i u[4]) {
   const __m512i w0 = _mm512_loadu_si512(hdr + 64);
   const __m512i w1 = _mm512_loadu_si512(hdr + 128);

@@ -135,17 +135,4 @@ inline const float* act_f32(const uint8_t* row) {
   return reinterpret_cast<const float*>(row);
 }
 
-// The 12 scale bytes of a Q4_K/Q5_K super-block (6-bit sub-block scales and mins, the high 2 bits of
-// scales/mins 4-7 in the top bits of bytes 0-7) as 16 bytes: scales 0-7, then mins 0-7. Word-wise on the
-// little-endian layout: a handful of integer ops, where a per-sub-block loop costs a dozen each (the row
-// kernels run this once per 256 weights, which at n_in = 256 is once per output row).
-inline void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  uint32_t w[3];
-  std::memcpy(w, s, 12);
-  const uint32_t u[4] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kTop2) << 4), w[1] & kLow6,
-                         ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kTop2) << 4)};
-  std::memcpy(out, u, 16);
-}
-
 }  // namespace mtp::kernels::detail

@@ -61,17 +61,6 @@ float dot_iq4_nl(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   return dot_nibble32<BlockIQ4_NL>(w, x, l, kIq4nlValues);
 }
 
-// 6-bit (scale, min) pair j of a Q4_K / Q5_K block (gguf-and-quants.md 3.0.6).
-void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 // Q4_K and Q5_K: levels q in [0, 15] / [0, 31]; y = d*sc_j*q - dmin*m_j.
 template <bool kFive>
 float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
@@ -101,8 +90,8 @@ float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
     }
     int32_t isum = 0, msum = 0;
     for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      k_scale_min(scales, j, &sc, &m);
+      uint8_t sc, m;
+      unpack_k_scale(j, scales, &sc, &m);
       isum += sc * idot32(v + 32 * j, x + i * 256 + 32 * j);
       msum += m * (bsums[16 * i + 2 * j] + bsums[16 * i + 2 * j + 1]);
     }

@@ -61,9 +61,9 @@ void dequantize_row_q4_K(const BlockQ4_K* src, float* dst, int64_t n) {
     for (int c = 0; c < kQK_K / 64; ++c) {
       // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) share the 32 bytes of chunk c.
       uint8_t sc, m;
-      quant_detail::unpack_k_scale(2 * c, x.scales, &sc, &m);
+      unpack_k_scale(2 * c, x.scales, &sc, &m);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      quant_detail::unpack_k_scale(2 * c + 1, x.scales, &sc, &m);
+      unpack_k_scale(2 * c + 1, x.scales, &sc, &m);
       const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
       const uint8_t* q = x.qs + 32 * c;
       for (int l = 0; l < 32; ++l) y[64 * c + l] = d1 * static_cast<float>(q[l] & 0xF) - m1;
@@ -80,9 +80,9 @@ void dequantize_row_q5_K(const BlockQ5_K* src, float* dst, int64_t n) {
     float* y = dst + b * kQK_K;
     for (int c = 0; c < kQK_K / 64; ++c) {
       uint8_t sc, m;
-      quant_detail::unpack_k_scale(2 * c, x.scales, &sc, &m);
+      unpack_k_scale(2 * c, x.scales, &sc, &m);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      quant_detail::unpack_k_scale(2 * c + 1, x.scales, &sc, &m);
+      unpack_k_scale(2 * c + 1, x.scales, &sc, &m);
       const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
       const uint8_t* q = x.qs + 32 * c;
       const uint8_t bit_lo = static_cast<uint8_t>(1u << (2 * c)),

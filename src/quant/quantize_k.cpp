@@ -102,7 +102,7 @@ void quantize_k_super_block(const float* x, const float* qw, const AsymmetricSea
   const int nmax = qw ? weighted.nmax : plain.nmax;
   for (int j = 0; j < kSubBlocks; ++j) {
     uint8_t sc, m;
-    quant_detail::unpack_k_scale(j, packed_scales, &sc, &m);
+    unpack_k_scale(j, packed_scales, &sc, &m);
     const float dq = d * static_cast<float>(sc);
     if (dq == 0) continue;
     const float dm = dmin * static_cast<float>(m);

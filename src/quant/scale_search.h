@@ -142,14 +142,5 @@ float positive_scale_search(int n, int nmax, const float* x, uint8_t* levels, co
 
 // Packing of the 8 (scale, min) 6-bit pairs of Q4_K / Q5_K into 12 bytes (3.0.6).
 void pack_k_scales(const uint8_t scale[8], const uint8_t min[8], uint8_t packed[kKScaleBytes]);
-inline void unpack_k_scale(int j, const uint8_t* packed, uint8_t* scale, uint8_t* min) {
-  if (j < 4) {
-    *scale = packed[j] & 63;
-    *min = packed[j + 4] & 63;
-  } else {
-    *scale = static_cast<uint8_t>((packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4));
-    *min = static_cast<uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
-  }
-}
 
 }  // namespace mtp::quant_detail

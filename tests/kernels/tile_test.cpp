@@ -52,8 +52,9 @@ std::vector<float> edge_rows(int64_t rows, int64_t n_in) {
   return x;
 }
 
-// The word-wise unpacking of Q4_K/Q5_K scales and mins the SIMD decoders use, against the format's definition
-// (ggml's get_scale_min_k4) on every value of each byte position.
+// The two unpackings of Q4_K/Q5_K scales and mins (quant/blocks.h: pair by pair, and word-wise as the SIMD
+// decoders use it) against the format's definition (ggml's get_scale_min_k4) on every value of each byte
+// position.
 TEST(KScales, WordWiseUnpackMatchesTheDefinition) {
   uint32_t state = 12345;
   for (int trial = 0; trial < 4096; ++trial) {
@@ -64,12 +65,16 @@ TEST(KScales, WordWiseUnpackMatchesTheDefinition) {
     }
     if (trial < 256) std::memset(s, trial, sizeof(s));  // every byte value in every position
     uint8_t out[16];
-    kernels::detail::unpack_k4_scales(s, out);
+    unpack_k_scales(s, out);
     for (int j = 0; j < 8; ++j) {
       const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
       const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
       ASSERT_EQ(out[j], sc) << "trial " << trial << ", scale " << j;
       ASSERT_EQ(out[8 + j], m) << "trial " << trial << ", min " << j;
+      uint8_t one_sc, one_m;
+      unpack_k_scale(j, s, &one_sc, &one_m);
+      ASSERT_EQ(one_sc, sc) << "trial " << trial << ", scale " << j;
+      ASSERT_EQ(one_m, m) << "trial " << trial << ", min " << j;
     }
   }
 }

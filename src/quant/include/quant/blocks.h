@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace mtp {
 
@@ -83,5 +84,30 @@ static_assert(sizeof(BlockQ8_K) == 292);
 // The 16 non-linear levels shared by IQ4_NL and IQ4_XS (gguf-and-quants.md 3.0.1).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 6-bit (scale, min) pair j (0..7) of a Q4_K / Q5_K super-block's 12 scale bytes: pairs 0-3 in the low
+// 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 in the nibbles of bytes 8-11, with their top 2 bits
+// in the top bits of bytes 0-7. The definition every decoder and the quantizer share.
+inline void unpack_k_scale(int j, const uint8_t* packed, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = packed[j] & 63;
+    *min = packed[j + 4] & 63;
+  } else {
+    *scale = static_cast<uint8_t>((packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4));
+    *min = static_cast<uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
+  }
+}
+
+// All 8 pairs at once, word-wise on the little-endian layout (a handful of integer ops, where a loop over
+// unpack_k_scale costs a dozen per pair; the kernels run it once per 256 weights): out = scales 0-7, then
+// mins 0-7. The same values as unpack_k_scale (tested on every byte value).
+inline void unpack_k_scales(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  const uint32_t u[4] = {w[0] & kLow6, (w[2] & kLow4) | (((w[0] >> 6) & kTop2) << 4), w[1] & kLow6,
+                         ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kTop2) << 4)};
+  std::memcpy(out, u, 16);
+}
 
 }  // namespace mtp
