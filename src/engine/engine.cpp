@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "base/check.h"
@@ -182,6 +183,17 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   if (!(so.temperature >= 0.0f)) return invalid_argument("temperature must be >= 0");
   if (!(so.top_p > 0.0f && so.top_p <= 1.0f)) return invalid_argument("top_p must be in (0, 1]");
   if (!(so.min_p >= 0.0f && so.min_p <= 1.0f)) return invalid_argument("min_p must be in [0, 1]");
+  if (!(so.repeat_penalty > 0.0f && std::isfinite(so.repeat_penalty)))
+    return invalid_argument("repeat_penalty must be > 0");
+  if (!(std::fabs(so.presence_penalty) <= 2.0f) || !(std::fabs(so.frequency_penalty) <= 2.0f))
+    return invalid_argument("presence_penalty and frequency_penalty must be in [-2, 2]");
+  if (so.repeat_last_n < -1) return invalid_argument("repeat_last_n must be >= -1");
+  for (const auto& [id, bias] : so.logit_bias) {
+    if (id < 0 || id >= n_vocab)
+      return invalid_argument("logit_bias token id ", id, " is outside [0, ", n_vocab, ")");
+    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
+      return invalid_argument("logit_bias of token ", id, " must be a number or -infinity");
+  }
   if (options.n_probs < 0 || options.n_probs > 20) return invalid_argument("top logprobs must be in [0, 20]");
   // The prompt plus at least one generated token must fit the context.
   if (static_cast<int64_t>(prompt.size()) >= m.opt.n_ctx) {
@@ -389,7 +401,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     int32_t y = 0;
     while (used < s.n_rows) {
       const std::span<const float> logits = out.logits_of(s.row0 + used).first(static_cast<size_t>(n_sample));
-      y = s.sampler.sample(logits);
+      y = s.sampler.sample(logits, s.generated);
       ++used;
       alive = emit(s, y, logits, ev);
       if (!alive) break;

@@ -135,7 +135,7 @@ struct Engine::Impl {
     s.state = SlotState::kGenerate;
     bool alive = s.opt.max_tokens != 0;
     if (alive) {
-      s.last = s.sampler.sample(logits);
+      s.last = s.sampler.sample(logits, s.generated);
       alive = emit(s, s.last, logits, ev);
     } else {
       s.timings.prompt_ms = s.since_submit.millis();

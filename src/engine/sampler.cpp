@@ -23,7 +23,42 @@ double Sampler::next_uniform() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+void Sampler::adjust(std::span<const float> logits, std::span<const int32_t> generated,
+                     std::vector<float>& out) const {
+  out.assign(logits.begin(), logits.end());
+  const int64_t n = static_cast<int64_t>(out.size());
+  for (const auto& [id, bias] : opt_.logit_bias) {
+    MTP_CHECK(id >= 0 && id < n, "logit_bias token id ", id, " outside the vocabulary");
+    out[static_cast<size_t>(id)] += bias;
+  }
+  if (!opt_.penalizes()) return;
+  const size_t window = opt_.repeat_last_n < 0
+                            ? generated.size()
+                            : std::min(generated.size(), static_cast<size_t>(opt_.repeat_last_n));
+  std::span<const int32_t> recent = generated.last(window);
+  // Each distinct token of the window once, with its count (windows are short: a sort, no hash map).
+  std::vector<int32_t> ids(recent.begin(), recent.end());
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    const int32_t id = ids[i];
+    MTP_CHECK(id >= 0 && id < n);
+    float& l = out[static_cast<size_t>(id)];
+    l = l <= 0.0f ? l * opt_.repeat_penalty : l / opt_.repeat_penalty;
+    l -= static_cast<float>(j - i) * opt_.frequency_penalty + opt_.presence_penalty;
+    i = j;
+  }
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> generated) {
+  if (!opt_.modifies_logits()) return draw(logits);
+  static thread_local std::vector<float> adjusted;
+  adjust(logits, generated, adjusted);
+  return draw(adjusted);
+}
+
+int32_t Sampler::draw(std::span<const float> logits) {
   if (greedy()) return argmax(logits);
   const int64_t n = static_cast<int64_t>(logits.size());
 

@@ -1,6 +1,7 @@
 // Request parsing and validation for the OpenAI-compatible endpoints (api.h).
 #include "server/api.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -177,20 +178,71 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
   return std::nullopt;
 }
 
+// logit_bias in OpenAI's form ({"token id": bias}, bias in [-100, 100]) or llama-server's ([[id, bias], ...],
+// bias a number or false for "never"). Token ids are checked against the vocabulary by the engine.
+Err parse_logit_bias(const Json& j, std::vector<std::pair<int32_t, float>>& out) {
+  constexpr size_t kMaxEntries = 4096;
+  if (j.size() > kMaxEntries)
+    return bad_request(
+        str_cat("'logit_bias' has ", j.size(), " entries; at most ", kMaxEntries, " are allowed"),
+        "logit_bias");
+  auto add = [&](int64_t id, const Json& bias, const std::string& where) -> Err {
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      return bad_request(str_cat("'", where, "': token id ", id, " is not a token id"), "logit_bias");
+    if (bias.is_boolean() && !bias.get<bool>()) {
+      out.emplace_back(static_cast<int32_t>(id), -std::numeric_limits<float>::infinity());
+      return std::nullopt;
+    }
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) || std::fabs(bias.get<double>()) > 100.0)
+      return bad_request(
+          str_cat("'", where, "' must be a number in [-100, 100] (or false), got ", bias.dump()),
+          "logit_bias");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias.get<double>()));
+    return std::nullopt;
+  };
+  if (j.is_object()) {
+    for (const auto& [key, bias] : j.items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || key.empty())
+        return bad_request(str_cat("'logit_bias' keys must be token ids, got \"", key, "\""), "logit_bias");
+      MTP_API_TRY(add(id, bias, str_cat("logit_bias.", key)));
+    }
+    return std::nullopt;
+  }
+  if (!j.is_array()) return wrong_type("logit_bias", "an object or an array of [id, bias] pairs", j);
+  for (size_t i = 0; i < j.size(); ++i) {
+    const Json& e = j[i];
+    if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer())
+      return wrong_type(str_cat("logit_bias[", i, "]"), "an [id, bias] pair (token ids, not text)", e);
+    MTP_API_TRY(add(e[0].get<int64_t>(), e[1], str_cat("logit_bias[", i, "]")));
+  }
+  return std::nullopt;
+}
+
+// Penalties (OpenAI's presence/frequency; llama-server's repeat_penalty and repeat_last_n) and logit_bias.
+Err parse_penalties(const Json& body, SamplerOptions& s) {
+  std::optional<double> num;
+  MTP_API_TRY(get_number(body, "presence_penalty", -2.0, 2.0, false, num));
+  if (num) s.presence_penalty = static_cast<float>(*num);
+  num.reset();
+  MTP_API_TRY(get_number(body, "frequency_penalty", -2.0, 2.0, false, num));
+  if (num) s.frequency_penalty = static_cast<float>(*num);
+  num.reset();
+  MTP_API_TRY(get_number(body, "repeat_penalty", 0.0, 100.0, true, num));
+  if (num) s.repeat_penalty = static_cast<float>(*num);
+  std::optional<int64_t> n;
+  MTP_API_TRY(get_int(body, "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), n));
+  if (n) s.repeat_last_n = static_cast<int32_t>(*n);
+  if (const Json* j = field(body, "logit_bias")) {
+    MTP_API_TRY(parse_logit_bias(*j, s.logit_bias));
+  }
+  return std::nullopt;
+}
+
 // Fields whose non-default values need sampler features this server does not have: refused rather than
 // silently ignored.
 Err refuse_unsupported(const Json& body) {
-  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
-    std::optional<double> v;
-    MTP_API_TRY(get_number(body, name, -2.0, 2.0, false, v));
-    if (v && *v != 0.0) return bad_request(str_cat("'", name, "' is not supported by this server"), name);
-  }
-  std::optional<double> rp;
-  MTP_API_TRY(get_number(body, "repeat_penalty", 0.0, 100.0, false, rp));
-  if (rp && *rp != 1.0)
-    return bad_request("'repeat_penalty' is not supported by this server", "repeat_penalty");
-  if (const Json* j = field(body, "logit_bias"); j && !(j->is_object() && j->empty()))
-    return bad_request("'logit_bias' is not supported by this server", "logit_bias");
   for (const char* name : {"grammar", "json_schema"}) {
     if (const Json* j = field(body, name); j && !(j->is_string() && j->get_ref<const std::string&>().empty()))
       return bad_request(str_cat("'", name, "' (constrained decoding) is not supported by this server"),
@@ -289,6 +341,7 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
       get_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), i));
   const int64_t seed = i.value_or(d.seed);
   opt.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : random_seed();
+  MTP_API_TRY(parse_penalties(body, opt.sampling));
 
   // max_tokens (OpenAI), max_completion_tokens (OpenAI chat), n_predict (llama-server; -1 = unlimited).
   opt.max_tokens = d.n_predict;

@@ -124,6 +124,63 @@ TEST(SamplerSemantics, TheChainInItsOrder) {
   expect_frequencies(kLogits, o, "raw top-p under a high temperature");
 }
 
+// Bias, then llama.cpp's penalty rule over the window of the last repeat_last_n generated tokens, against a
+// direct computation: repeat_penalty divides a positive logit and multiplies a negative one, then
+// count * frequency + presence is subtracted; tokens outside the window are untouched.
+TEST(SamplerSemantics, BiasAndPenaltiesMatchTheirDefinition) {
+  SamplerOptions o;
+  o.repeat_penalty = 1.5f;
+  o.presence_penalty = 0.25f;
+  o.frequency_penalty = 0.5f;
+  o.repeat_last_n = 5;
+  o.logit_bias = {{0, 1.0f}, {4, -0.5f}};
+  // Window: the last 5 of these: 3, 1, 4, 4, 8 (token 2 and 9 fall outside it).
+  const std::vector<int32_t> generated = {2, 9, 3, 1, 4, 4, 8};
+  std::vector<float> want = kLogits;
+  want[0] += 1.0f;
+  want[4] += -0.5f;
+  auto penalize = [&](int id, int count) {
+    float& l = want[static_cast<size_t>(id)];
+    l = l <= 0.0f ? l * 1.5f : l / 1.5f;
+    l -= count * 0.5f + 0.25f;
+  };
+  penalize(3, 1);
+  penalize(1, 1);
+  penalize(4, 2);
+  penalize(8, 1);
+  std::vector<float> got;
+  Sampler(o).adjust(kLogits, generated, got);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "token " << i;
+  // Greedy decodes the adjusted logits: 1 and 7 tie at 3.0 raw, the penalty on 1 leaves 7.
+  o.temperature = 0.0f;
+  EXPECT_EQ(Sampler(o).sample(kLogits, generated), 7);
+  // repeat_last_n = -1 is the whole history, 0 none.
+  o.repeat_last_n = 0;
+  Sampler(o).adjust(kLogits, generated, got);
+  EXPECT_FLOAT_EQ(got[2], kLogits[2]);
+  EXPECT_FLOAT_EQ(got[0], kLogits[0] + 1.0f);  // the bias still applies
+  o.repeat_last_n = -1;
+  Sampler(o).adjust(kLogits, generated, got);
+  EXPECT_FLOAT_EQ(got[2], kLogits[2] / 1.5f - 0.75f);
+  // Sampling draws from the adjusted distribution.
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.repeat_last_n = 5;
+  Sampler(o).adjust(kLogits, generated, got);
+  const std::vector<double> expect = expected_distribution(got, o);
+  std::vector<int> count(kLogits.size(), 0);
+  Sampler s(o);
+  for (int i = 0; i < 40000; ++i) ++count[static_cast<size_t>(s.sample(kLogits, generated))];
+  double chi2 = 0;
+  for (size_t i = 0; i < kLogits.size(); ++i) {
+    const double e = expect[i] * 40000;
+    chi2 += (count[i] - e) * (count[i] - e) / e;
+  }
+  EXPECT_LT(chi2, 40.0);
+}
+
 TEST(SamplerSemantics, GreedyIsArgmaxLowestIdOnTies) {
   SamplerOptions o;
   o.temperature = 0.0f;

@@ -107,6 +107,49 @@ TEST_P(SpecVsPlain, SeededSamplingIdentical) {
   EXPECT_GT(accepted, 0);
 }
 
+// Penalties and logit bias look at the tokens generated so far, including the draft tokens accepted earlier
+// in the same step: greedy and seeded output stay identical with drafting on, and the penalties change the
+// output (so the comparison is not of two unpenalized runs).
+TEST_P(SpecVsPlain, PenaltiesAndBiasIdentical) {
+  auto model = Model::load(structured_model(GetParam()));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(2);
+  RequestOptions ro;
+  ro.max_tokens = 40;
+  ro.ignore_eos = true;
+  auto plain_engine = make_engine(*model, engine_options(false, 0), pool);
+  auto engine = make_engine(*model, engine_options(true, 3), pool);
+  const auto prompt = test_prompts(1, 3)[0];
+  const Generation unpenalized = generate(*plain_engine, prompt, ro);
+  // Long enough for greedy decoding to come back to a token it produced: the presence penalty over the
+  // whole history must then change the path.
+  RequestOptions long_run = ro;
+  long_run.max_tokens = 300;
+  const Generation long_plain = generate(*plain_engine, prompt, long_run);
+  long_run.sampling.presence_penalty = 2.0f;
+  long_run.sampling.repeat_last_n = -1;
+  EXPECT_NE(generate(*plain_engine, prompt, long_run).tokens, long_plain.tokens) << "the penalties changed nothing";
+  ro.sampling.repeat_penalty = 1.3f;
+  ro.sampling.presence_penalty = 0.4f;
+  ro.sampling.frequency_penalty = 0.2f;
+  ro.sampling.repeat_last_n = 16;
+  ro.sampling.logit_bias = {{unpenalized.tokens[3], -1e30f}, {7, 0.5f}};
+  int64_t accepted = 0;
+  for (float temp : {0.0f, 0.8f}) {
+    ro.sampling.temperature = temp;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      ro.sampling.seed = seed;
+      const Generation a = generate(*plain_engine, prompt, ro);
+      const Generation b = generate(*engine, prompt, ro);
+      EXPECT_EQ(a.tokens, b.tokens) << "temperature " << temp << ", seed " << seed;
+      EXPECT_NE(a.tokens, unpenalized.tokens);
+      EXPECT_EQ(std::count(a.tokens.begin(), a.tokens.end(), unpenalized.tokens[3]), 0) << "a banned token";
+      accepted += b.timings.spec.accepted;
+    }
+  }
+  EXPECT_GT(accepted, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, SpecVsPlain,
                          ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });

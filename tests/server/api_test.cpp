@@ -111,8 +111,17 @@ TEST(ApiTest, RangesAreChecked) {
       R"({"prompt": "a", "min_p": 2})",
       R"({"prompt": "a", "logprobs": 21})",
       R"({"prompt": "a", "n": 2})",
-      R"({"prompt": "a", "presence_penalty": 0.5})",
-      R"({"prompt": "a", "logit_bias": {"1": 5}})",
+      R"({"prompt": "a", "presence_penalty": 2.5})",
+      R"({"prompt": "a", "frequency_penalty": -3})",
+      R"({"prompt": "a", "repeat_penalty": 0})",
+      R"({"prompt": "a", "repeat_last_n": -2})",
+      R"({"prompt": "a", "logit_bias": {"x1": 5}})",
+      R"({"prompt": "a", "logit_bias": {"-1": 5}})",
+      R"({"prompt": "a", "logit_bias": {"1": 500}})",
+      R"({"prompt": "a", "logit_bias": [[1]]})",
+      R"({"prompt": "a", "logit_bias": [["hello", 1]]})",
+      R"({"prompt": "a", "logit_bias": [[1, true]]})",
+      R"({"prompt": "a", "logit_bias": 3})",
       R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
       R"({"prompt": "a", "stop": [""]})",
       R"({"prompt": "a", "echo": true})",
@@ -132,6 +141,32 @@ TEST(ApiTest, RangesAreChecked) {
   // Defaults and neutral values are fine.
   EXPECT_FALSE(completion(R"({"prompt": "a", "presence_penalty": 0, "frequency_penalty": 0, "n": 1,
                               "n_predict": -1, "logit_bias": {}, "response_format": {"type": "text"}})"));
+}
+
+// Penalties and logit_bias reach the sampler options in both request forms (OpenAI's map, llama-server's
+// pairs with false for "never").
+TEST(ApiTest, PenaltiesAndLogitBias) {
+  GenerationParams p;
+  ASSERT_FALSE(completion(R"({"prompt": "a", "presence_penalty": 0.5, "frequency_penalty": -0.25,
+                              "repeat_penalty": 1.1, "repeat_last_n": -1, "logit_bias": {"7": -100, "12": 2.5}})",
+                          &p));
+  const SamplerOptions& s = p.options.sampling;
+  EXPECT_FLOAT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty, -0.25f);
+  EXPECT_FLOAT_EQ(s.repeat_penalty, 1.1f);
+  EXPECT_EQ(s.repeat_last_n, -1);
+  ASSERT_EQ(s.logit_bias.size(), 2u);
+  EXPECT_EQ(s.logit_bias[0], (std::pair<int32_t, float>{7, -100.0f}));
+  EXPECT_EQ(s.logit_bias[1], (std::pair<int32_t, float>{12, 2.5f}));
+  ASSERT_FALSE(completion(R"({"prompt": "a", "logit_bias": [[3, false], [4, -1.5]]})", &p));
+  ASSERT_EQ(p.options.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(p.options.sampling.logit_bias[0].first, 3);
+  EXPECT_TRUE(std::isinf(p.options.sampling.logit_bias[0].second) &&
+              p.options.sampling.logit_bias[0].second < 0);
+  EXPECT_FLOAT_EQ(p.options.sampling.logit_bias[1].second, -1.5f);
+  // Unset: the neutral defaults.
+  ASSERT_FALSE(completion(R"({"prompt": "a"})", &p));
+  EXPECT_FALSE(p.options.sampling.modifies_logits());
 }
 
 TEST(ApiTest, PromptForms) {

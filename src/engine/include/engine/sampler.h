@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace mtp {
 
@@ -14,15 +16,36 @@ struct SamplerOptions {
   float top_p = 0.95f;       // >= 1: no nucleus cut
   float min_p = 0.0f;        // keep tokens with probability >= min_p x the top one's; <= 0: no cut
   uint64_t seed = 0;
+  // Penalties on the tokens of the window (the last repeat_last_n generated tokens; -1: all of them, 0:
+  // none), llama.cpp's rule: a token that occurs c > 0 times there has its logit divided by repeat_penalty
+  // when positive (multiplied when not), then lowered by c * frequency_penalty + presence_penalty.
+  float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t repeat_last_n = 64;
+  // Added to the logits of these token ids before anything else (-infinity: never sampled).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+
+  bool penalizes() const {
+    return repeat_last_n != 0 &&
+           (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+  }
+  // Whether sampling looks at anything beyond the logits themselves.
+  bool modifies_logits() const { return penalizes() || !logit_bias.empty(); }
 };
 
-// llama.cpp's default chain order for these stages: top-k, then top-p over the softmax of the raw logits,
-// then min-p (on the raw logits), then temperature, then a draw from the renormalised distribution.
+// llama.cpp's default chain order for these stages: logit bias, penalties, top-k, then top-p over the softmax
+// of those logits, then min-p, then temperature, then a draw from the renormalised distribution. Greedy
+// decoding takes the argmax after bias and penalties.
 class Sampler {
  public:
   explicit Sampler(const SamplerOptions& options) : opt_(options), state_(options.seed) {}
 
-  int32_t sample(std::span<const float> logits);
+  // `generated`: the request's tokens so far (the penalties look at its last repeat_last_n).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> generated = {});
+  // The logits after bias and penalties (what sample draws from), into out.
+  void adjust(std::span<const float> logits, std::span<const int32_t> generated,
+              std::vector<float>& out) const;
   bool greedy() const { return opt_.temperature <= 0.0f; }
 
   // Index of the largest value, lowest index on ties.
@@ -30,6 +53,7 @@ class Sampler {
 
  private:
   double next_uniform();  // [0, 1) from splitmix64
+  int32_t draw(std::span<const float> logits);
 
   SamplerOptions opt_;
   uint64_t state_;
