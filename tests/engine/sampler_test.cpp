@@ -50,13 +50,17 @@ std::vector<double> expected_distribution(const std::vector<float>& logits, cons
 }
 
 // Draws `n` tokens and checks their frequencies against `want`: none where want is 0, and a chi-square
-// statistic over the others below `bound`.
-void expect_frequencies(const std::vector<float>& logits, const SamplerOptions& o, const char* what) {
-  const std::vector<double> want = expected_distribution(logits, o);
+// statistic over the others below `bound`. With `generated`, the draws see that history and `want` is the
+// distribution over the logits after bias and penalties (whose values a test of its own checks).
+void expect_frequencies(const std::vector<float>& logits, const SamplerOptions& o, const char* what,
+                        const std::vector<int32_t>& generated = {}) {
+  std::vector<float> adjusted;
+  Sampler(o).adjust(logits, generated, adjusted);
+  const std::vector<double> want = expected_distribution(adjusted, o);
   constexpr int kDraws = 40000;
   std::vector<int> count(logits.size(), 0);
   Sampler s(o);
-  for (int i = 0; i < kDraws; ++i) ++count[static_cast<size_t>(s.sample(logits))];
+  for (int i = 0; i < kDraws; ++i) ++count[static_cast<size_t>(s.sample(logits, generated))];
   double chi2 = 0;
   int df = -1;
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -168,17 +172,7 @@ TEST(SamplerSemantics, BiasAndPenaltiesMatchTheirDefinition) {
   o.top_k = 0;
   o.top_p = 1.0f;
   o.repeat_last_n = 5;
-  Sampler(o).adjust(kLogits, generated, got);
-  const std::vector<double> expect = expected_distribution(got, o);
-  std::vector<int> count(kLogits.size(), 0);
-  Sampler s(o);
-  for (int i = 0; i < 40000; ++i) ++count[static_cast<size_t>(s.sample(kLogits, generated))];
-  double chi2 = 0;
-  for (size_t i = 0; i < kLogits.size(); ++i) {
-    const double e = expect[i] * 40000;
-    chi2 += (count[i] - e) * (count[i] - e) / e;
-  }
-  EXPECT_LT(chi2, 40.0);
+  expect_frequencies(kLogits, o, "bias and penalties, then temperature", generated);
 }
 
 TEST(SamplerSemantics, GreedyIsArgmaxLowestIdOnTies) {
