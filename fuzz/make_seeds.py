@@ -6,7 +6,7 @@ request bodies are plain files."""
 import struct
 from pathlib import Path
 
-# GGUF value types (gguf-and-quants.md section 2).
+# GGUF value types (docs/formats.md section 2.2).
 U32, I32, F32, BOOL, STRING, ARRAY = 4, 5, 6, 7, 8, 9
 GGML_F32 = 0
 

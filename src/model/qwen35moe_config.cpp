@@ -180,7 +180,7 @@ Expected<Qwen35MoeConfig> qwen35moe_shape(const std::string& name, int64_t n_lay
     c.ssm_n_group = 4;
     c.ssm_dt_rank = 8;
   } else if (name == "35b-a3b") {
-    // Qwen3.5/3.6-35B-A3B widths (qwen35moe.md section 1); the real model has 40 trunk layers.
+    // Qwen3.5/3.6-35B-A3B widths (docs/model.md section 1); the real model has 40 trunk layers.
     c.n_vocab = 248320;
     c.context_length = 262144;
     c.n_embd = 2048;

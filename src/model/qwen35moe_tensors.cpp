@@ -59,7 +59,7 @@ std::vector<TensorDesc> qwen35moe_block_tensors(const Qwen35MoeConfig& c, int64_
     add_delta_net(c, il, out);
   add_moe(c, il, out);
   if (il >= c.n_layer) {
-    // The MTP block: input norms and the projection of [embedding; hidden] (qwen35moe.md section 2.6).
+    // The MTP block: input norms and the projection of [embedding; hidden] (docs/model.md section 2.6).
     out.push_back(desc(il, "nextn.eh_proj.weight", {2 * c.n_embd, c.n_embd, 1, 1}, TensorKind::kMatrix));
     out.push_back(desc(il, "nextn.enorm.weight", {c.n_embd, 1, 1, 1}, TensorKind::kNorm));
     out.push_back(desc(il, "nextn.hnorm.weight", {c.n_embd, 1, 1, 1}, TensorKind::kNorm));

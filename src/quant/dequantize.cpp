@@ -1,4 +1,4 @@
-// Dequantizers (gguf-and-quants.md section 3). Each product is evaluated in the order the spec gives, so the
+// Dequantizers (docs/formats.md section 3). Each product is evaluated in ggml's order, so the
 // output equals ggml's to_float bit for bit.
 #include "quant/fp16.h"
 #include "quant/kernels.h"

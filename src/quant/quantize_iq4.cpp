@@ -1,4 +1,4 @@
-// IQ4_NL and IQ4_XS quantizers (gguf-and-quants.md 3.7, 3.8): ggml's quantize_iq4_nl / quantize_iq4_xs with
+// IQ4_NL and IQ4_XS quantizers (docs/formats.md 3.7, 3.8): ggml's quantize_iq4_nl / quantize_iq4_xs with
 // NTRY = 7, the functions llama-quantize calls with and without an imatrix.
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-// K-quant reference quantizers Q4_K, Q5_K, Q6_K and the Q8_K activation format (gguf-and-quants.md 3.4-3.6,
+// K-quant reference quantizers Q4_K, Q5_K, Q6_K and the Q8_K activation format (docs/formats.md 3.4-3.6,
 // 3.10). One super-block = 256 elements; Q4_K/Q5_K use 8 sub-blocks of 32 with an asymmetric (scale, min)
 // pair, Q6_K uses 16 sub-blocks of 16 with a symmetric int8 scale.
 #include <algorithm>

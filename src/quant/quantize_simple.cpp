@@ -1,4 +1,4 @@
-// Q8_0 and Q4_0 reference quantizers (gguf-and-quants.md 3.2, 3.3) and the plain float conversions (3.1).
+// Q8_0 and Q4_0 reference quantizers (docs/formats.md 3.2, 3.3) and the plain float conversions (3.1).
 #include <cmath>
 #include <cstring>
 

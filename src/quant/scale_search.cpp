@@ -1,5 +1,6 @@
-// The scale searches of gguf-and-quants.md 3.0.3-3.0.6, written from the spec's step lists. Comments name the
-// step they implement. Products are written left to right exactly as the spec's "a·b·c = (a·b)·c" convention.
+// The scale searches and the K-quant scale packing of docs/formats.md 3.0.3-3.0.6, step by step as ggml
+// evaluates them. Comments number the steps. Products are written left to right, "a·b·c = (a·b)·c", as ggml
+// does.
 #include "scale_search.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Private helpers shared by the reference quantizers: ggml's rounding, the nearest-level search over the IQ4
-// table, and the three scale searches (gguf-and-quants.md 3.0). Every expression keeps ggml's evaluation
+// table, and the three scale searches (docs/formats.md 3.0). Every expression keeps ggml's evaluation
 // order in float; the project is compiled with -ffp-contract=off so that none of them is fused into an FMA.
 #pragma once
 

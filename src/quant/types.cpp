@@ -13,7 +13,7 @@ struct Entry {
   TypeTraits traits;
 };
 
-// Block sizes and byte sizes from gguf-and-quants.md section 2.10 (verified there against ggml).
+// Block sizes and byte sizes as ggml defines them (docs/formats.md section 2.10).
 constexpr Entry kEntries[] = {
     {0, {"f32", 1, 4, false, true}},         {1, {"f16", 1, 2, false, true}},
     {2, {"q4_0", 32, 18, true, true}},       {3, {"q4_1", 32, 20, true, false}},

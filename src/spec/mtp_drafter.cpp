@@ -10,7 +10,7 @@
 namespace mtp::spec {
 namespace {
 
-// llama.cpp's draft confidence (qwen35moe.md section 4.5): the probability of the top candidate after a
+// llama.cpp's draft confidence (docs/model.md section 4.5): the probability of the top candidate after a
 // softmax over the 10 largest logits.
 float top10_confidence(std::span<const float> logits, int32_t best) {
   constexpr size_t kTop = 10;

@@ -1,4 +1,4 @@
-// The auto policy (field-survey.md section 6, goodput form):
+// The auto policy (docs/drafting-policy.md, goodput form):
 //
 //   goodput(k) = sum_r E[T_r](k_r) / (T_trunk(n, sum_r k_r) + sum_{i=1..max k} T_draft(rows_i))
 //   E[T_r](k)  = 1 + sum_{i<k} p_reach_r(i)

@@ -1,4 +1,5 @@
-// `mtp serve -m MODEL`: the OpenAI-compatible multi-slot server (src/server, design.md sections 5-6).
+// `mtp serve -m MODEL`: the OpenAI-compatible multi-slot server (src/server, docs/architecture.md sections
+// 5-6).
 //
 // Flags follow `mtp run` for speculation and llama-server's spellings where the meaning is the same, so the
 // seed's command line runs with minimal edits. GPU-only flags (-ngl, --flash-attn, ...) are accepted with a

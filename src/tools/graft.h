@@ -1,4 +1,4 @@
-// GGUF surgery on the MTP block (design.md section 1; the seed reports in ../shared/seeds):
+// GGUF surgery on the MTP block (docs/surgery.md):
 //  - graft: trunk A + the MTP block of B (a full model with one, or a head-only file) -> A with B's block
 //    renumbered to blk.{n_layer of A}, block_count and nextn_predict_layers set, everything else of A
 //    unchanged;

@@ -1,4 +1,4 @@
-// Importance matrices for quantization (gguf-and-quants.md section 4.8), in both formats llama.cpp writes:
+// Importance matrices for quantization (docs/formats.md section 4.5), in both formats llama.cpp writes:
 // the GGUF one (<name>.in_sum2 and <name>.counts tensors) and the legacy binary one.
 #pragma once
 

@@ -8,7 +8,7 @@
 
 namespace mtp::tools {
 
-// llama.cpp's tensor_type_fallback (gguf-and-quants.md section 4.5): the type used when rows of `ne0`
+// llama.cpp's tensor_type_fallback (docs/formats.md section 4.4): the type used when rows of `ne0`
 // elements do not divide into blocks of `wanted`. F16 when even the fallback does not divide.
 GgmlType llama_type_fallback(GgmlType wanted, int64_t ne0);
 

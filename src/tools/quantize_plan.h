@@ -1,5 +1,5 @@
 // `mtp quantize` decides each tensor's output type with llama-quantize's policy (llama.cpp
-// src/llama-quant.cpp, as described in gguf-and-quants.md section 4), so that its files match what
+// src/llama-quant.cpp, as summarized in docs/formats.md section 4), so that its files match what
 // llama-quantize would write for the same target, plus two mtp.cpp options: `--keep GLOB` (copy matching
 // tensors unchanged) and any input type (requantizing goes through F32).
 #pragma once

@@ -378,7 +378,7 @@ bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 // Plain decoding done by hand, one row at a time, with the MTP catch-up row (x_p, p, H[p-1]) after every
-// trunk row (qwen35moe.md section 4.4): the reference the engine's state is compared with.
+// trunk row (docs/model.md section 4.4): the reference the engine's state is compared with.
 class PlainReference {
  public:
   PlainReference(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {

@@ -1,5 +1,5 @@
 // Write-then-read round trips of every metadata type and of tensors of several types, and byte-exact
-// reproduction of files written by ggml itself (gguf-and-quants.md section 5.5).
+// reproduction of files written by ggml itself (docs/formats.md section 5).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -115,7 +115,7 @@ TEST(GgufRoundTrip, CustomAlignmentIsUsedForPadding) {
   EXPECT_EQ(bytes.size(), f->data_offset() + 512);
 }
 
-// The 608-byte file ggml wrote for gguf-and-quants.md section 5.5; our writer must produce the same bytes.
+// The 608-byte file ggml wrote (docs/formats.md section 5); our writer must produce the same bytes.
 TEST(GgufGolden, ReproducesGgmlTinyFile) {
   auto expected = testing::read_bytes(std::string(MTP_SOURCE_DIR) + "/tests/gguf/data/ggml_tiny.gguf");
   ASSERT_EQ(expected.size(), 608u);

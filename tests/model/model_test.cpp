@@ -256,7 +256,7 @@ TEST(ReferenceForward, LogitsHeadIsTheOutputMatrixTimesTheHidden) {
   EXPECT_FLOAT_EQ(out[1].logits[17], static_cast<float>(ref::dot(row.data(), out[1].hidden.data(), 64)));
 }
 
-// The chunked ("all at once") gated delta rule of qwen35moe.md 3.3, written out with plain matrices for one
+// The chunked ("all at once") gated delta rule of docs/model.md 3.3, written out with plain matrices for one
 // head, must reproduce the per-token recurrence.
 TEST(ReferenceForward, DeltaRuleRecurrenceMatchesTheChunkedForm) {
   const int T = 6, dk = 3, dv = 2;

@@ -1,13 +1,13 @@
-// The MTP head's wiring (qwen35moe.md section 4): which hidden, which token, which half of eh_proj, which KV
+// The MTP head's wiring (docs/model.md section 4): which hidden, which token, which half of eh_proj, which KV
 // rows at which positions, and which head.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "engine/sampler.h"
 #include "fixtures.h"
 #include "model/reference_forward.h"
 #include "model/reference_ops.h"
-#include "engine/sampler.h"
 
 namespace mtp {
 namespace {

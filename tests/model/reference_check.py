@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent, pure-Python (stdlib only) qwen35moe forward pass written straight from
-shared/docs/qwen35moe.md sections 3-4, in double precision, for F32 GGUF files only.
+docs/model.md sections 3-4, in double precision, for F32 GGUF files only.
 
     reference_check.py MODEL.gguf "TOKEN TOKEN ..." OUT.txt
 

@@ -50,7 +50,7 @@ std::string repeat(const std::string& s, int n) {
 
 TEST(HandCheck, AllZeroRows) {
   const std::vector<float> zeros(512, 0.0f);
-  // Expected encodings (gguf-and-quants.md 3.3, 3.6, 3.7, 3.8 and 5.3): Q4_0 and IQ4_XS store d = -0
+  // Expected encodings (docs/formats.md 3.3, 3.6, 3.7, 3.8 and 5.3): Q4_0 and IQ4_XS store d = -0
   // (0x8000).
   EXPECT_EQ(hex(quantize_or_die(GgmlType::Q8_0, zeros)), std::string(2 * 34 * 16, '0'));
   EXPECT_EQ(hex(quantize_or_die(GgmlType::Q4_0, zeros)), repeat("0080" + repeat("88", 16), 16));

@@ -63,8 +63,8 @@ TEST(RoundTrip, GaussianRmsePerType) {
             0.15 * measured[GgmlType::Q4_K]);
 }
 
-// ggml's tests/test-quantize-fns.cpp data and metric (gguf-and-quants.md 5.1): x_i = 0.1 + 2 cos(i),
-// err = sqrt(sum of squared differences) / n, required < 0.002; the spec also lists measured values.
+// ggml's tests/test-quantize-fns.cpp data and metric (docs/formats.md 5.1): x_i = 0.1 + 2 cos(i),
+// err = sqrt(sum of squared differences) / n, required < 0.002.
 TEST(RoundTrip, GgmlCosineThresholds) {
   constexpr int kN = 4096;
   std::vector<float> x(kN);

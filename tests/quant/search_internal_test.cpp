@@ -1,6 +1,6 @@
 // The fast forms of the hot loops (table lookup for BI, trial-parallel SIMD searches) against their literal,
-// one-after-another definitions from gguf-and-quants.md 3.0. The spec vectors cover them end to end; these
-// tests cover many more inputs, including the trial-restart path of the asymmetric search.
+// one-after-another definitions (ggml's, docs/formats.md 3.0). The ggml-made vectors cover them end to end;
+// these tests cover many more inputs, including the trial-restart path of the asymmetric search.
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -1,4 +1,4 @@
-// A small SHA-256 (FIPS 180-4) for comparing quantizer output with the hashes of gguf-and-quants.md 5.3.
+// A small SHA-256 (FIPS 180-4) for comparing quantizer output with the hashes of docs/formats.md 5.3.
 // Test utility only: not constant-time, not tuned.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Test vectors of gguf-and-quants.md section 5, made by the spec's author with ggml itself. Generated once
-// from the spec text by a script (hex strings copied verbatim); edit only together with the spec.
+// Test vectors made with ggml itself (docs/formats.md section 5). Generated once by a script (hex strings
+// copied verbatim from ggml's output); never edit them by hand.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Acceptance tests: every vector of gguf-and-quants.md 5.2, 5.3 and 5.4 (made with ggml) reproduced exactly.
+// Acceptance tests: every vector of docs/formats.md 5.2, 5.3 and 5.4 (made with ggml) reproduced exactly.
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -1,5 +1,5 @@
-// Inputs shared by the quant tests: the spec's exact inputs (gguf-and-quants.md 5.2, 5.3) and seeded Gaussian
-// rows, plus a helper that quantizes into a byte vector.
+// Inputs shared by the quant tests: the exact inputs of the ggml-made vectors (docs/formats.md 5.2, 5.3) and
+// seeded Gaussian rows, plus a helper that quantizes into a byte vector.
 #pragma once
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// `mtp quantize`: the per-tensor plan follows llama-quantize's policy (gguf-and-quants.md sections 4.2-4.9),
+// `mtp quantize`: the per-tensor plan follows llama-quantize's policy (docs/formats.md section 4),
 // --keep copies bytes, the output reads back, and a killed run leaves nothing under the output name.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -6,9 +6,10 @@
 // `strftime_now`), byte for byte. What it does not support fails with a Status naming the line and the
 // construct; it never renders a guess.
 //
-// JSON: design.md keeps JSON out of the lower libraries, but the input of a chat template *is* JSON
-// (OpenAI-style messages and tool definitions), so the chat library uses nlohmann::ordered_json as the input
-// type of templates. Ordered, because json.dumps in the reference keeps the order of the keys it was given.
+// JSON: docs/architecture.md section 2 keeps JSON out of the lower libraries, but the input of a chat
+// template *is* JSON (OpenAI-style messages and tool definitions), so the chat library uses
+// nlohmann::ordered_json as the input type of templates. Ordered, because json.dumps in the reference keeps
+// the order of the keys it was given.
 #pragma once
 
 #include <cstddef>

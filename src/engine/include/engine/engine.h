@@ -1,5 +1,5 @@
-// The serving engine (design.md sections 3-5): slots, one batch per step for all of them (continuous
-// batching), sampling, and MTP speculative decoding with rollback.
+// The serving engine (docs/architecture.md sections 3-5): slots, one batch per step for all of them
+// (continuous batching), sampling, and MTP speculative decoding with rollback.
 //
 // Single-threaded: one thread (the server's engine thread, or `mtp run`) owns the Engine and calls submit /
 // cancel / step. Each step:

@@ -1,4 +1,4 @@
-// The prefix cache (design.md section 3, ../shared/docs/prefix-cache.md): what finished requests leave
+// The prefix cache (docs/prefix-cache.md): what finished requests leave
 // behind, shared by all slots, so that a chat or agent session's next turn computes only what is new.
 //
 // A radix tree over KV blocks: a node is one block of the Memory's pool (block_size positions) with the

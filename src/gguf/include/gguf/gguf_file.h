@@ -1,4 +1,4 @@
-// A GGUF v2/v3 file opened for reading (gguf-and-quants.md section 2). Opening maps the file and validates
+// A GGUF v2/v3 file opened for reading (docs/formats.md section 2). Opening maps the file and validates
 // the whole index (header, metadata, tensor infos, layout) without touching tensor data; tensor data is then
 // viewed in place, zero-copy. Every check of section 2.6 is applied, so a file that opens is safe to index.
 #pragma once

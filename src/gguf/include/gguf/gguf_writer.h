@@ -1,4 +1,4 @@
-// Streaming GGUF v3 writer (gguf-and-quants.md section 2.7). The whole index (metadata and tensor infos) is
+// Streaming GGUF v3 writer (docs/formats.md section 2.7). The whole index (metadata and tensor infos) is
 // known up front, since each tensor's byte size follows from its type and shape; it is written first, then
 // the tensor data is streamed in index order, so a 20 GB file needs only as much memory as one chunk. The
 // layout is the one ggml requires: offsets are the running sum of sizes padded to the alignment, and every

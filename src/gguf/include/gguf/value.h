@@ -1,4 +1,4 @@
-// GGUF metadata values (gguf-and-quants.md section 2.2): scalars, strings and arrays, arrays of arrays
+// GGUF metadata values (docs/formats.md section 2.2): scalars, strings and arrays, arrays of arrays
 // included. Values own their data, so metadata can be copied from one file into another.
 #pragma once
 

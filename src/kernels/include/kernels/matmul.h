@@ -1,4 +1,4 @@
-// y = W x over a batch of activation rows, with W in its GGUF block format (design.md section 3).
+// y = W x over a batch of activation rows, with W in its GGUF block format (docs/architecture.md section 3).
 //
 // How the engine calls it:
 //   1. Once per batch and per distinct input (e.g. the normed hidden state that feeds q/k/v, or the one that

@@ -1,5 +1,5 @@
-// Weight matrices repacked once at load for the SIMD kernels (design.md section 3: "weights may be repacked
-// once at load for SIMD-friendly layouts").
+// Weight matrices repacked once at load for the SIMD kernels (docs/architecture.md section 3; the layouts
+// below are summarized in docs/formats.md section 6).
 //
 // A packed matrix has the row format's bytes per row and total size, so stacked experts and output-row
 // ranges keep their byte offsets; inside, rows are interleaved in tiles of kPackRows. matmul and

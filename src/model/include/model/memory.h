@@ -1,5 +1,5 @@
-// Per-sequence state of the engine (design.md section 3, qwen35moe.md sections 4.3 and 5), for many sequences
-// at once:
+// Per-sequence state of the engine (docs/architecture.md section 3, docs/model.md sections 4.3 and 5), for
+// many sequences at once:
 //  * attention KV (post-norm, post-RoPE K and V) of every trunk full-attention layer and of the MTP block, in
 //    ONE pool of fixed-size blocks shared by all sequences. A block holds `block_size` consecutive positions
 //    of one token history for every attention slot (trunk attention layers, then the MTP block), so a

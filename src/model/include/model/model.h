@@ -17,7 +17,7 @@ namespace mtp {
 
 class ThreadPool;
 
-// Optional hyperparameters that Qwen35MoeConfig does not carry (qwen35moe.md section 1); absent in the
+// Optional hyperparameters that Qwen35MoeConfig does not carry (docs/model.md section 1); absent in the
 // 35B-A3B files, so their defaults leave the math as written in sections 3-4.
 struct ModelParams {
   float attention_scale = 0;       // `attention.scale`; 0 = 1/sqrt(head_dim)

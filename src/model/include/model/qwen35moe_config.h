@@ -1,5 +1,5 @@
 // Hyperparameters of the qwen35moe architecture (Qwen3.5/3.6-35B-A3B and finetunes), read from and written to
-// GGUF metadata exactly as llama.cpp's converter writes them (qwen35moe.md section 1).
+// GGUF metadata exactly as llama.cpp's converter writes them (docs/model.md section 1).
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
 // The one table of qwen35moe tensors: every name, its shape (ne order, ne[0] fastest), what kind of tensor it
-// is and whether it is required (qwen35moe.md section 2). Weight binding, `mtp synth`, `mtp graft` and
+// is and whether it is required (docs/model.md section 2). Weight binding, `mtp synth`, `mtp graft` and
 // `mtp quantize` all read this table, so the architecture's layout is stated once.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The weights of a qwen35moe model as plain structs of typed, non-owning views into the mapped GGUF file
-// (qwen35moe.md section 2). Binding goes through the one tensor table (qwen35moe_tensors.h): every view here
+// (docs/model.md section 2). Binding goes through the one tensor table (qwen35moe_tensors.h): every view here
 // is a table entry whose name, shape and type were checked; nothing is copied or converted.
 #pragma once
 

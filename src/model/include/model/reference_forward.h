@@ -1,4 +1,4 @@
-// The reference forward pass of qwen35moe and its MTP head (qwen35moe.md sections 3 and 4): one token at a
+// The reference forward pass of qwen35moe and its MTP head (docs/model.md sections 3 and 4): one token at a
 // time, f32 activations, weights dequantized row by row, plain loops (precision rule in reference_ops.h).
 // Every faster path is checked against this one.
 //

@@ -1,4 +1,4 @@
-// The small operations of the qwen35moe reference forward pass (qwen35moe.md sections 0.1 and 3), as plain
+// The small operations of the qwen35moe reference forward pass (docs/model.md sections 0.1 and 3), as plain
 // scalar loops over f32 vectors, each small enough to check by hand.
 //
 // Precision rule (the reference's ground truth): activations, states and weights are f32; every sum of more

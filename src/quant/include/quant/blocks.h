@@ -1,4 +1,4 @@
-// On-disk block layouts of the ggml quantization formats (gguf-and-quants.md 3.2-3.10). All multi-byte fields
+// On-disk block layouts of the ggml quantization formats (docs/formats.md 3.2-3.10). All multi-byte fields
 // are little-endian; fp16 fields are stored as raw uint16_t bits (see fp16.h). The structs have no padding,
 // so an array of them is exactly the bytes of a tensor row.
 #pragma once
@@ -81,7 +81,7 @@ struct BlockQ8_K {
 };
 static_assert(sizeof(BlockQ8_K) == 292);
 
-// The 16 non-linear levels shared by IQ4_NL and IQ4_XS (gguf-and-quants.md 3.0.1).
+// The 16 non-linear levels shared by IQ4_NL and IQ4_XS (docs/formats.md 3.0.1).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 

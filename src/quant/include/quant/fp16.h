@@ -1,4 +1,4 @@
-// Half-precision conversions exactly as ggml's software path (gguf-and-quants.md 3.1, vectors in 5.4).
+// Half-precision conversions exactly as ggml's software path (docs/formats.md 3.1, vectors in 5.4).
 // Every quantizer stores its scales with fp32_to_fp16, so these must be bit-exact, NaN handling included:
 // hardware F16C keeps NaN payload bits, ggml (and this file) always produces sign | 0x7E00.
 #pragma once

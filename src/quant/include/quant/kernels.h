@@ -4,7 +4,7 @@
 //
 // Preconditions for every function here: `n` is a multiple of the type's block size, `src` has n finite
 // values, `dst` has room for n / block_size blocks (or n floats). `imatrix`, where accepted, is nullptr or n
-// per-column importance weights for this row's columns (gguf-and-quants.md 3.11).
+// per-column importance weights for this row's columns (docs/formats.md 3.11).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@ void quantize_row_q8_K(const float* src, BlockQ8_K* dst, int64_t n);
 void convert_row_f32_to_f16(const float* src, uint16_t* dst, int64_t n);
 void convert_row_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 
-// Dequantizers (dequantize.cpp): exact float formulas of gguf-and-quants.md section 3.
+// Dequantizers (dequantize.cpp): exact float formulas of docs/formats.md section 3.
 void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n);
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n);

@@ -1,4 +1,4 @@
-// ggml tensor type ids and their storage traits (gguf-and-quants.md section 2.10). Every id a GGUF may carry
+// ggml tensor type ids and their storage traits (docs/formats.md section 2.10). Every id a GGUF may carry
 // is described here, so that any file can be inspected and its tensors copied, even those of types that
 // mtp.cpp cannot compute with.
 #pragma once
@@ -72,7 +72,7 @@ std::optional<GgmlType> type_from_name(std::string_view name);
 // Bytes of one row of `n_elements`; the caller has checked that n_elements is a multiple of the block size.
 int64_t row_size(GgmlType type, int64_t n_elements);
 
-// llama_ftype, the value of general.file_type (gguf-and-quants.md section 2.9).
+// llama_ftype, the value of general.file_type (docs/formats.md section 2.9).
 // Returns e.g. "MOSTLY_IQ4_XS" for 30, or an empty view for unknown values.
 std::string_view file_type_name(uint32_t file_type);
 

@@ -1,5 +1,6 @@
-// The server's engine thread (design.md section 6): the only thread that touches the Backend (the Engine).
-// HTTP threads hand it jobs through a bounded queue and read each request's updates from its channel.
+// The server's engine thread (docs/architecture.md section 6): the only thread that touches the Backend (the
+// Engine). HTTP threads hand it jobs through a bounded queue and read each request's updates from its
+// channel.
 //
 // Each iteration: requests waiting in the queue move into free slots (FIFO), requests whose client went away
 // are cancelled, then one engine step runs over all busy slots (continuous batching: a new request joins the

@@ -1,4 +1,4 @@
-// `mtp serve`: the OpenAI-compatible HTTP server (design.md section 6).
+// `mtp serve`: the OpenAI-compatible HTTP server (docs/architecture.md section 6).
 //
 // HTTP threads (cpp-httplib's pool) parse, validate, render chat templates, tokenize and queue; the engine
 // thread (EngineLoop) owns the Backend. Endpoints:

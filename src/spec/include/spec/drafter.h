@@ -1,4 +1,4 @@
-// Drafters for speculative decoding (design.md section 4, qwen35moe.md sections 4-6).
+// Drafters for speculative decoding (docs/architecture.md section 4, docs/model.md sections 4-6).
 //
 // A drafter proposes up to n_max tokens that follow a sequence's last sampled token; the engine verifies
 // them in one trunk batch and keeps the prefix the target agrees with. The interface keeps the MTP head
@@ -20,7 +20,7 @@
 
 namespace mtp::spec {
 
-// How much to draft (qwen35moe.md section 4.5; the defaults are llama.cpp's).
+// How much to draft (docs/model.md section 4.5; the defaults are llama.cpp's).
 struct DraftParams {
   int32_t n_max = 3;   // draft at most this many tokens; 0 = no drafting
   int32_t n_min = 0;   // a draft shorter than this is dropped
@@ -62,9 +62,9 @@ class Drafter {
   virtual void resume(int32_t seq, int64_t pos, std::span<const float> hidden) {
     (void)seq, (void)pos, (void)hidden;
   }
-  // Before the sequence's state is published to the prefix cache: brings the memory's MTP rows up to date when
-  // at most `max_rows` catch-up rows are pending (more are left undone: a stretch without drafting is not
-  // paid for at the end of a request), and returns the position before which they are exact rows of the
+  // Before the sequence's state is published to the prefix cache: brings the memory's MTP rows up to date
+  // when at most `max_rows` catch-up rows are pending (more are left undone: a stretch without drafting is
+  // not paid for at the end of a request), and returns the position before which they are exact rows of the
   // observed history (0: none are).
   virtual Expected<int64_t> settle(int32_t seq, int64_t max_rows) {
     (void)seq, (void)max_rows;

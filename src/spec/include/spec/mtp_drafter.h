@@ -1,4 +1,4 @@
-// The MTP drafter (qwen35moe.md sections 4.4-4.5 and 5.4): drafts with the model's NextN block, batched over
+// The MTP drafter (docs/model.md sections 4.4-4.5 and 5.4): drafts with the model's NextN block, batched over
 // all drafting sequences (draft position i of every sequence is one forward_mtp pass), and keeps the MTP KV
 // in step with the trunk.
 //

@@ -1,4 +1,4 @@
-// Which slots draft and how much, per engine step (design.md section 5; field-survey.md section 6).
+// Which slots draft and how much, per engine step (docs/architecture.md section 5; docs/drafting-policy.md).
 //
 //  * fixed: every generating slot drafts its own n_max.
 //  * --spec-max-drafting-slots N (the seed's LLAMA_SPEC_MAX_DRAFTING_SLOTS): a slot drafts only while at most

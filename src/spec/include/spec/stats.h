@@ -1,4 +1,4 @@
-// Speculative-decoding statistics with llama.cpp's definitions (qwen35moe.md section 6.2), per sequence and
+// Speculative-decoding statistics with llama.cpp's definitions (docs/model.md section 6.2), per sequence and
 // in total:
 //   rounds       verification rounds that had a draft (llama.cpp's n_call_accept)
 //   drafted      drafted tokens, accepted  accepted draft tokens
