@@ -9,8 +9,8 @@ BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
 # `make fuzz` runs every libFuzzer target (fuzz/, one per parser of untrusted input) for an equal share of
 # FUZZ_SECONDS; FUZZ_TARGETS=chat_template runs one target alone.
-FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix
-FUZZ_SECONDS ?= 105
+FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix kld_base
+FUZZ_SECONDS ?= 120
 MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \

@@ -174,6 +174,18 @@ def legacy_imatrix(entries):
     return out
 
 
+def kld_base(n_ctx, n_vocab, n_chunk):
+    """llama-perplexity's KL-divergence base file: header, tokens, then per chunk n_ctx - 1 - n_ctx // 2 rows
+    of a float scale, a float offset and n_vocab uint16 codes padded to even."""
+    tokens = [(7 * i) % n_vocab for i in range(n_ctx * n_chunk)]
+    out = b"_logits_" + struct.pack(f"<iii{len(tokens)}i", n_ctx, n_vocab, n_chunk, *tokens)
+    words = 2 * ((n_vocab + 1) // 2)
+    for r in range(n_chunk * (n_ctx - 1 - n_ctx // 2)):
+        codes = [(r * 977 + 4099 * i) % 65536 for i in range(n_vocab)] + [0] * (words - n_vocab)
+        out += struct.pack(f"<ff{words}H", 16.0 / 65535, -17.5, *codes)
+    return out
+
+
 def main():
     root = Path("fuzz/corpus")
     (root / "model_load").mkdir(parents=True, exist_ok=True)
@@ -191,6 +203,8 @@ def main():
         [("general.type", STRING, "imatrix"), ("imatrix.datasets", ARRAY, (STRING, ["calib.txt"]))],
         [("blk.0.ffn_down_exps.weight.in_sum2", [4, 2], [1, 2, 3, 4, 5, 6, 7, 8]),
          ("blk.0.ffn_down_exps.weight.counts", [1, 2], [2, 0])]))
+    (root / "kld_base").mkdir(exist_ok=True)
+    (root / "kld_base" / "ctx8_vocab5_2chunks.kld").write_bytes(kld_base(8, 5, 2))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@
 #include <random>
 #include <tuple>
 
+#include "base/check.h"
 #include "base/html_escape.h"
 #include "gate/gate.h"
+#include "gate/kld_report.h"
 #include "gate/probe.h"
 #include "loadgen/report.h"
 
@@ -119,8 +121,51 @@ const char* statistic_name(Statistic s) {
       return "bootstrap bound of the median";
     case Statistic::kWilson:
       return "Wilson bound";
+    case Statistic::kValue:
+      return "value";
+    case Statistic::kNormal:
+      return "normal bound";
   }
   return "";
+}
+
+bool is_point(Statistic s) {
+  return s == Statistic::kMean || s == Statistic::kMedian || s == Statistic::kValue;
+}
+
+// Fills v.pass and v.why from v.bound.
+void compare(const Rule& rule, Verdict& v) {
+  const bool lower = rule.at_least;
+  v.pass = lower ? v.bound >= rule.threshold : v.bound <= rule.threshold;
+  const bool point = is_point(rule.statistic);
+  v.why = str_cat(point ? "" : (lower ? "lower " : "upper "), statistic_name(rule.statistic),
+                  point ? "" : str_cat(" (", number(100 * rule.confidence), "%)"), " ", number(v.bound),
+                  lower ? " >= " : " <= ", number(rule.threshold), v.pass ? "" : " fails");
+}
+
+bool too_few(const Rule& rule, Verdict& v) {
+  if (v.samples >= rule.min_samples) return false;
+  v.why = str_cat(v.samples, " samples, fewer than the ", rule.min_samples, " the rule requires");
+  return true;
+}
+
+// A KL-divergence metric: one sample per scored token of the report.
+Verdict judge_kld_rule(const Rule& rule, const KldReport& report) {
+  Verdict v;
+  v.rule_id = rule.id;
+  v.samples = report.scored;
+  if (too_few(rule, v)) return v;
+  if (rule.statistic == Statistic::kWilson) {
+    v.estimate = static_cast<double>(report.same_top) / static_cast<double>(report.scored);
+    v.bound = wilson_bound(report.same_top, report.scored, rule.confidence, rule.at_least);
+  } else {
+    const KldFigure f = kld_figure(report, rule.metric);
+    const double z = rule.statistic == Statistic::kNormal ? normal_quantile(rule.confidence) : 0.0;
+    v.estimate = f.value;
+    v.bound = rule.at_least ? f.value - z * f.err : f.value + z * f.err;
+  }
+  compare(rule, v);
+  return v;
 }
 
 Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests,
@@ -130,10 +175,7 @@ Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& 
   v.rule_id = rule.id;
   const bool proportion = rule.statistic == Statistic::kWilson;
   v.samples = proportion ? s.trials : static_cast<int64_t>(s.values.size());
-  if (v.samples < rule.min_samples) {
-    v.why = str_cat(v.samples, " samples, fewer than the ", rule.min_samples, " the rule requires");
-    return v;
-  }
+  if (too_few(rule, v)) return v;
   const bool lower = rule.at_least;
   switch (rule.statistic) {
     case Statistic::kWilson:
@@ -154,12 +196,11 @@ Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& 
       v.estimate = loadgen::median(s.values);
       v.bound = bootstrap_bound(s.values, true, rule.confidence, lower);
       break;
+    case Statistic::kValue:
+    case Statistic::kNormal:
+      MTP_CHECK(false, "value and normal judge KL-divergence reports only (rules.cpp)");
   }
-  v.pass = lower ? v.bound >= rule.threshold : v.bound <= rule.threshold;
-  const bool point = rule.statistic == Statistic::kMean || rule.statistic == Statistic::kMedian;
-  v.why = str_cat(point ? "" : (lower ? "lower " : "upper "), statistic_name(rule.statistic),
-                  point ? "" : str_cat(" (", number(100 * rule.confidence), "%)"), " ", number(v.bound),
-                  lower ? " >= " : " <= ", number(rule.threshold), v.pass ? "" : " fails");
+  compare(rule, v);
   return v;
 }
 
@@ -217,7 +258,14 @@ Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
                                      const std::vector<std::string>& runs) {
   std::vector<loadgen::RequestRecord> requests;
   std::vector<GreedyOutcome> probes;
+  std::vector<KldReport> reports;
   for (const std::string& path : runs) {
+    if (is_kld_report(path)) {
+      MTP_ASSIGN_OR_RETURN(KldReport report, read_kld_report(path));
+      MTP_RETURN_IF_ERROR(check_start(path, report.start_utc, lock));
+      reports.push_back(report);
+      continue;
+    }
     if (is_probe_file(path)) {
       MTP_ASSIGN_OR_RETURN(ProbeFile pf, read_probe_file(path));
       MTP_RETURN_IF_ERROR(check_start(path, pf.start_utc, lock));
@@ -234,7 +282,20 @@ Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
     for (loadgen::RequestRecord& r : run.requests) requests.push_back(std::move(r));
   }
   std::vector<Verdict> verdicts;
-  for (const Rule& rule : rules.rules) verdicts.push_back(judge_rule(rule, requests, probes));
+  for (const Rule& rule : rules.rules) {
+    if (!is_kld_metric(rule.metric)) {
+      verdicts.push_back(judge_rule(rule, requests, probes));
+      continue;
+    }
+    // Percentiles of two reports do not pool: a KL-divergence rule judges exactly one.
+    if (reports.size() != 1) {
+      return invalid_argument("rule '", rule.id,
+                              "' judges one KL-divergence report (mtp perplexity "
+                              "--kl-divergence --json); ",
+                              reports.size(), " given");
+    }
+    verdicts.push_back(judge_kld_rule(rule, reports.front()));
+  }
   return verdicts;
 }
 

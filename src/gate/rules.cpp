@@ -26,6 +26,16 @@ const std::map<std::string, Metric>& metric_names() {
       {"draft_acceptance", Metric::kDraftAcceptance},
       {"failure_rate", Metric::kFailureRate},
       {"greedy_divergence", Metric::kGreedyDivergence},
+      {"kld_mean", Metric::kKldMean},
+      {"kld_median", Metric::kKldMedian},
+      {"kld_p90", Metric::kKldP90},
+      {"kld_p95", Metric::kKldP95},
+      {"kld_p99", Metric::kKldP99},
+      {"kld_p999", Metric::kKldP999},
+      {"kld_max", Metric::kKldMax},
+      {"same_top_rate", Metric::kSameTopRate},
+      {"ppl_ratio", Metric::kPplRatio},
+      {"ln_ppl_ratio", Metric::kLnPplRatio},
   };
   return names;
 }
@@ -37,12 +47,34 @@ const std::map<std::string, Statistic>& statistic_names() {
       {"bootstrap_mean", Statistic::kBootstrapMean},
       {"bootstrap_median", Statistic::kBootstrapMedian},
       {"wilson", Statistic::kWilson},
+      {"value", Statistic::kValue},
+      {"normal", Statistic::kNormal},
   };
   return names;
 }
 
 bool is_proportion(Metric m) {
-  return m == Metric::kDraftAcceptance || m == Metric::kFailureRate || m == Metric::kGreedyDivergence;
+  return m == Metric::kDraftAcceptance || m == Metric::kFailureRate || m == Metric::kGreedyDivergence ||
+         m == Metric::kSameTopRate;
+}
+
+// Which statistics judge a metric, and the line that says so when another is asked for.
+bool statistic_applies(Metric m, Statistic s, const char** allowed) {
+  if (is_proportion(m)) {
+    *allowed = "wilson";
+    return s == Statistic::kWilson;
+  }
+  if (m == Metric::kKldMean || m == Metric::kPplRatio || m == Metric::kLnPplRatio) {
+    *allowed = "value or normal";
+    return s == Statistic::kValue || s == Statistic::kNormal;
+  }
+  if (is_kld_metric(m)) {
+    *allowed = "value (a percentile has no standard error)";
+    return s == Statistic::kValue;
+  }
+  *allowed = "mean, median, bootstrap_mean or bootstrap_median";
+  return s == Statistic::kMean || s == Statistic::kMedian || s == Statistic::kBootstrapMean ||
+         s == Statistic::kBootstrapMedian;
 }
 
 std::string known(const auto& names) {
@@ -85,10 +117,9 @@ Expected<Rule> parse_rule(const nlohmann::json& j, size_t index) {
                             ")");
   }
   r.statistic = s->second;
-  if ((r.statistic == Statistic::kWilson) != is_proportion(r.metric)) {
-    return invalid_argument(
-        rule, ": statistic '", statistic, "' does not apply to metric '", metric,
-        "' (wilson is for draft_acceptance, failure_rate and greedy_divergence, and only wilson is)");
+  if (const char* allowed = ""; !statistic_applies(r.metric, r.statistic, &allowed)) {
+    return invalid_argument(rule, ": statistic '", statistic, "' does not apply to metric '", metric,
+                            "' (it takes ", allowed, ")");
   }
   if (op != ">=" && op != "<=")
     return invalid_argument(rule, ": \"op\" must be \">=\" or \"<=\", got '", op, "'");
@@ -117,6 +148,8 @@ Expected<Rule> parse_rule(const nlohmann::json& j, size_t index) {
       return invalid_argument(rule, ": \"server\" must be \"target\" or \"baseline\"");
     r.server = it->get<std::string>();
   }
+  if (is_kld_metric(r.metric) && (r.level || !r.server.empty()))
+    return invalid_argument(rule, ": a KL-divergence metric has no \"level\" or \"server\"");
   const bool paired = r.metric == Metric::kPairedOutputRateRatio || r.metric == Metric::kPairedTpotRatio;
   if (paired && !r.server.empty())
     return invalid_argument(rule, ": a paired metric compares both servers; drop \"server\"");
@@ -145,6 +178,24 @@ std::string hex(const unsigned char* bytes, unsigned n) {
 }
 
 }  // namespace
+
+bool is_kld_metric(Metric m) {
+  switch (m) {
+    case Metric::kKldMean:
+    case Metric::kKldMedian:
+    case Metric::kKldP90:
+    case Metric::kKldP95:
+    case Metric::kKldP99:
+    case Metric::kKldP999:
+    case Metric::kKldMax:
+    case Metric::kSameTopRate:
+    case Metric::kPplRatio:
+    case Metric::kLnPplRatio:
+      return true;
+    default:
+      return false;
+  }
+}
 
 Expected<Rules> parse_rules(const std::string& text, const std::string& source) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);

@@ -19,6 +19,7 @@ using CommandRunner = std::function<int()>;
 CommandRunner register_inspect(CLI::App& app);
 CommandRunner register_synth(CLI::App& app);
 CommandRunner register_run(CLI::App& app);
+CommandRunner register_perplexity(CLI::App& app);
 CommandRunner register_tokenize(CLI::App& app);
 CommandRunner register_quantize(CLI::App& app);
 CommandRunner register_graft(CLI::App& app);

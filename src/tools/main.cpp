@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   add(register_quantize);
   add(register_template);
   add(register_run);
+  add(register_perplexity);
   add(register_tokenize);
   add(register_serve);
   add(register_draft_vocab);

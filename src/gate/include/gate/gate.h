@@ -17,7 +17,9 @@ namespace mtp::gate {
 
 using Json = nlohmann::ordered_json;
 
-enum class Statistic { kMean, kMedian, kBootstrapMean, kBootstrapMedian, kWilson };
+// kValue and kNormal judge the figures of an `mtp perplexity --kl-divergence --json` report: its point value,
+// or that value's one-sided normal bound (value -/+ z * the report's standard error).
+enum class Statistic { kMean, kMedian, kBootstrapMean, kBootstrapMedian, kWilson, kValue, kNormal };
 
 // Per-request metrics (one sample per measured request), paired ratios (one per prompt both servers of a
 // --baseline run answered) and proportions (successes over trials, judged with a Wilson bound).
@@ -31,7 +33,21 @@ enum class Metric {
   kDraftAcceptance,
   kFailureRate,
   kGreedyDivergence,  // from `mtp gate probe greedy` files: divergences over prompts that completed
+  // From an `mtp perplexity --kl-divergence --json` report, one sample per scored token.
+  kKldMean,
+  kKldMedian,
+  kKldP90,
+  kKldP95,
+  kKldP99,
+  kKldP999,
+  kKldMax,
+  kSameTopRate,  // tokens whose top token matches the base's
+  kPplRatio,
+  kLnPplRatio,
 };
+
+// A metric read from a KL-divergence report.
+bool is_kld_metric(Metric m);
 
 struct Rule {
   std::string id;
@@ -87,8 +103,9 @@ struct Verdict {
   std::string why;      // one line: the comparison made, or why the rule could not pass
 };
 
-// Judges every rule on the pooled requests of `runs` (paths of run files, and probe files of `mtp gate
-// probe`). Refuses a file whose header's start time is before the lock's time, or that has no start time.
+// Judges every rule on the pooled requests of `runs` (paths of run files, probe files of `mtp gate probe`,
+// and at most one KL-divergence report of `mtp perplexity --kl-divergence --json`). Refuses a file whose
+// header's start time is before the lock's time, or that has no start time.
 Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
                                      const std::vector<std::string>& runs);
 
