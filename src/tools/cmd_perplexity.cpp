@@ -174,10 +174,10 @@ void print_summary(const eval::KldSummary& s) {
   std::printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * s.delta_p_rms.value, 100.0 * s.delta_p_rms.err);
   std::printf("Same top p: %6.3f ± %5.3f %%\n\n", 100.0 * s.same_top_rate.value, 100.0 * s.same_top_rate.err);
   std::printf("====== By context depth (tokens seen) ======\n");
-  std::printf("%-13s %8s %12s %10s %12s\n", "depth", "tokens", "mean KLD", "same top", "ln PPL ratio");
+  std::printf("%-13s %8s %12s %10s %14s\n", "depth", "tokens", "mean KLD", "same top", "ln PPL ratio");
   for (const eval::DepthBucket& d : s.depth) {
     const std::string range = str_cat(d.first_depth, "-", d.last_depth);
-    std::printf("%-13s %8lld %12.6f %9.3f%% %12.6f\n", range.c_str(), static_cast<long long>(d.tokens),
+    std::printf("%-13s %8lld %12.6f %9.3f%% %14.6f\n", range.c_str(), static_cast<long long>(d.tokens),
                 d.kld_mean, 100.0 * d.same_top_rate, d.ln_ppl_ratio);
   }
 }

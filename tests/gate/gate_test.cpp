@@ -85,52 +85,6 @@ TEST(GateRules, KlDivergenceMetricsTakeTheirOwnStatistics) {
       std::string::npos);
 }
 
-// A report as `mtp perplexity --kl-divergence --json` prints it: the normal bound is the value plus or minus
-// z times its error, same_top_rate is a Wilson bound on its count, a percentile is compared as it is.
-TEST(GateJudge, KlDivergenceReportsAreJudgedOnTheirFigures) {
-  TempDir dir;
-  const std::string report = dir.file("kld.json");
-  write(report,
-        R"({"tool": "mtp perplexity", "start_utc": "2026-06-01T00:00:00Z", "kl_divergence_base": "b.kld",
-    "scored": 1000, "kld": {"mean": 0.02, "err": 0.001, "median": 0.01, "p90": 0.05, "p95": 0.07, "p99": 0.2,
-    "p999": 0.5, "max": 0.9}, "same_top": {"count": 950, "rate": 0.95, "err": 0.007},
-    "ppl_ratio": {"value": 1.01, "err": 0.002}, "ln_ppl_ratio": {"value": 0.00995, "err": 0.002}})");
-  const Rules rules = rules_of(R"({"gate": "g", "rules": [
-    {"id": "mean", "metric": "kld_mean", "op": "<=", "threshold": 0.022, "statistic": "normal", "confidence": 0.95},
-    {"id": "mean-tight", "metric": "kld_mean", "op": "<=", "threshold": 0.0215, "statistic": "normal"},
-    {"id": "p99", "metric": "kld_p99", "op": "<=", "threshold": 0.2, "statistic": "value", "min_samples": 1000},
-    {"id": "top", "metric": "same_top_rate", "op": ">=", "threshold": 0.93, "statistic": "wilson"},
-    {"id": "ppl", "metric": "ppl_ratio", "op": "<=", "threshold": 1.0, "statistic": "value"},
-    {"id": "more", "metric": "kld_max", "op": "<=", "threshold": 1, "statistic": "value", "min_samples": 1001}]})");
-  auto v = judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {report});
-  ASSERT_TRUE(v.ok()) << v.status().message();
-  ASSERT_EQ(v->size(), 6u);
-  const double z = normal_quantile(0.95);
-  EXPECT_NEAR((*v)[0].bound, 0.02 + z * 0.001, 1e-12);
-  EXPECT_TRUE((*v)[0].pass) << (*v)[0].why;  // 0.02164 <= 0.022
-  EXPECT_FALSE((*v)[1].pass) << (*v)[1].why;
-  EXPECT_EQ((*v)[1].why, "upper normal bound (95%) 0.02164 <= 0.0215 fails");
-  EXPECT_TRUE((*v)[2].pass) << (*v)[2].why;
-  EXPECT_EQ((*v)[2].samples, 1000);
-  EXPECT_NEAR((*v)[3].bound, wilson_bound(950, 1000, 0.95, true), 1e-12);
-  EXPECT_TRUE((*v)[3].pass) << (*v)[3].why;
-  EXPECT_FALSE((*v)[4].pass);
-  EXPECT_EQ((*v)[4].why, "value 1.01 <= 1 fails");
-  EXPECT_EQ((*v)[5].why, "1000 samples, fewer than the 1001 the rule requires");
-
-  // A rule on a KL-divergence metric with no report, and a report measured before the lock, are errors.
-  EXPECT_FALSE(judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {}).ok());
-  auto late = judge(rules, Lock{rules.sha256, "2026-12-01T00:00:00Z", {}}, {report});
-  ASSERT_FALSE(late.ok());
-  EXPECT_NE(late.status().message().find("before the rules were frozen"), std::string::npos);
-  write(
-      report,
-      R"({"tool": "mtp perplexity", "start_utc": "2026-06-01T00:00:00Z", "scored": 10, "ppl": {"value": 3, "err": 0}})");
-  auto plain = judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {report});
-  ASSERT_FALSE(plain.ok());
-  EXPECT_NE(plain.status().message().find("without KL divergence"), std::string::npos);
-}
-
 TEST(GateRules, HashIgnoresLayoutAndKeyOrderButNotValues) {
   const auto a =
       parse_rules(rule_json(R"("metric": "tpot_ms", "op": "<=", "threshold": 30, "statistic": "mean")"), "a");
@@ -261,6 +215,52 @@ TEST(GateJudge, PairedRatiosComeFromPromptsBothServersAnswered) {
   EXPECT_EQ((*v)[0].samples, 12);
   EXPECT_NEAR((*v)[0].estimate, 0.5, 1e-9);
   EXPECT_TRUE((*v)[0].pass) << (*v)[0].why;
+}
+
+// A report as `mtp perplexity --kl-divergence --json` prints it: the normal bound is the value plus or minus
+// z times its error, same_top_rate is a Wilson bound on its count, a percentile is compared as it is.
+TEST(GateJudge, KlDivergenceReportsAreJudgedOnTheirFigures) {
+  TempDir dir;
+  const std::string report = dir.file("kld.json");
+  write(report,
+        R"({"tool": "mtp perplexity", "start_utc": "2026-06-01T00:00:00Z", "kl_divergence_base": "b.kld",
+    "scored": 1000, "kld": {"mean": 0.02, "err": 0.001, "median": 0.01, "p90": 0.05, "p95": 0.07, "p99": 0.2,
+    "p999": 0.5, "max": 0.9}, "same_top": {"count": 950, "rate": 0.95, "err": 0.007},
+    "ppl_ratio": {"value": 1.01, "err": 0.002}, "ln_ppl_ratio": {"value": 0.00995, "err": 0.002}})");
+  const Rules rules = rules_of(R"({"gate": "g", "rules": [
+    {"id": "mean", "metric": "kld_mean", "op": "<=", "threshold": 0.022, "statistic": "normal", "confidence": 0.95},
+    {"id": "mean-tight", "metric": "kld_mean", "op": "<=", "threshold": 0.0215, "statistic": "normal"},
+    {"id": "p99", "metric": "kld_p99", "op": "<=", "threshold": 0.2, "statistic": "value", "min_samples": 1000},
+    {"id": "top", "metric": "same_top_rate", "op": ">=", "threshold": 0.93, "statistic": "wilson"},
+    {"id": "ppl", "metric": "ppl_ratio", "op": "<=", "threshold": 1.0, "statistic": "value"},
+    {"id": "more", "metric": "kld_max", "op": "<=", "threshold": 1, "statistic": "value", "min_samples": 1001}]})");
+  auto v = judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {report});
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_EQ(v->size(), 6u);
+  const double z = normal_quantile(0.95);
+  EXPECT_NEAR((*v)[0].bound, 0.02 + z * 0.001, 1e-12);
+  EXPECT_TRUE((*v)[0].pass) << (*v)[0].why;  // 0.02164 <= 0.022
+  EXPECT_FALSE((*v)[1].pass) << (*v)[1].why;
+  EXPECT_EQ((*v)[1].why, "upper normal bound (95%) 0.02164 <= 0.0215 fails");
+  EXPECT_TRUE((*v)[2].pass) << (*v)[2].why;
+  EXPECT_EQ((*v)[2].samples, 1000);
+  EXPECT_NEAR((*v)[3].bound, wilson_bound(950, 1000, 0.95, true), 1e-12);
+  EXPECT_TRUE((*v)[3].pass) << (*v)[3].why;
+  EXPECT_FALSE((*v)[4].pass);
+  EXPECT_EQ((*v)[4].why, "value 1.01 <= 1 fails");
+  EXPECT_EQ((*v)[5].why, "1000 samples, fewer than the 1001 the rule requires");
+
+  // A rule on a KL-divergence metric with no report, and a report measured before the lock, are errors.
+  EXPECT_FALSE(judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {}).ok());
+  auto late = judge(rules, Lock{rules.sha256, "2026-12-01T00:00:00Z", {}}, {report});
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("before the rules were frozen"), std::string::npos);
+  write(
+      report,
+      R"({"tool": "mtp perplexity", "start_utc": "2026-06-01T00:00:00Z", "scored": 10, "ppl": {"value": 3, "err": 0}})");
+  auto plain = judge(rules, Lock{rules.sha256, "2026-01-01T00:00:00Z", {}}, {report});
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("without KL divergence"), std::string::npos);
 }
 
 TEST(GateLock, RefusesChangedRulesChangedInputsAndOlderResults) {
