@@ -31,8 +31,8 @@ TEST(Cli, UnknownCommandsAndHelp) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.output,
             "mtp: 'frobnicate' is not an mtp command; the commands are inspect, synth, graft, extract-head, "
-            "quantize, template, run, tokenize, serve, draft-vocab, bench, report, replay, gate, tune ('mtp "
-            "help CMD' for one)\n");
+            "quantize, template, run, perplexity, tokenize, serve, draft-vocab, bench, report, replay, gate, "
+            "tune ('mtp help CMD' for one)\n");
   auto help = run_mtp("help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_EQ(help.output, run_mtp("--help").output);
