@@ -221,6 +221,7 @@ Status run_kl_divergence(const PerplexityArgs& a, const Model& model, const Toke
       }));
   const eval::KldSummary s = acc.summary();
   j["kl_divergence_base"] = a.base_file;
+  j["n_ctx"] = base.n_ctx();
   j["n_vocab"] = n_vocab;
   j["n_chunks"] = n_chunk;
   j["scored"] = s.scored;

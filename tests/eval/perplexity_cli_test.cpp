@@ -89,6 +89,7 @@ TEST_F(PerplexityCli, TheModelAgainstItsOwnBaseHasZeroKld) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json j = json_of(r);
   EXPECT_EQ(j["tool"], "mtp perplexity");
+  EXPECT_EQ(j["n_ctx"], 64);  // from the base file
   EXPECT_EQ(j["scored"], 4 * 31);
   EXPECT_NEAR(j["kld"]["mean"].get<double>(), 0.0, 1e-6);
   EXPECT_NEAR(j["kld"]["max"].get<double>(), 0.0, 1e-5);
