@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include <sys/mman.h>
@@ -14,9 +15,13 @@
 namespace mtp {
 namespace {
 
-Expected<float> optional_float(const Metadata& md, const std::string& key) {
+// An optional scale (0 when absent: the default applies). A NaN or infinity would not fail anywhere: it would
+// turn every logit into NaN.
+Expected<float> optional_scale(const Metadata& md, const std::string& key) {
   if (!md.contains(key)) return 0.0f;
-  return md.get<float>(key);
+  MTP_ASSIGN_OR_RETURN(const float v, md.get<float>(key));
+  if (!std::isfinite(v)) return invalid_argument(key, " must be finite, got ", v);
+  return v;
 }
 
 // Why the head's block cannot draft for `trunk` (empty when it can).
@@ -105,9 +110,9 @@ Expected<Model> Model::load_unpacked(const std::string& path) {
   Model m;
   const Metadata& md = file.metadata();
   const std::string prefix = std::string(kQwen35MoeArch) + ".";
-  auto attn_scale = optional_float(md, prefix + "attention.scale");
+  auto attn_scale = optional_scale(md, prefix + "attention.scale");
   if (!attn_scale.ok()) return fail(attn_scale.status());
-  auto expert_scale = optional_float(md, prefix + "expert_weights_scale");
+  auto expert_scale = optional_scale(md, prefix + "expert_weights_scale");
   if (!expert_scale.ok()) return fail(expert_scale.status());
   m.params_.attention_scale = *attn_scale;
   m.params_.expert_weights_scale = *expert_scale;

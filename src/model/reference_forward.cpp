@@ -38,16 +38,17 @@ void ReferenceState::reset() {
 }
 
 void attention_block(const Qwen35MoeConfig& c, const ModelParams& params, const AttentionWeights& w,
-                     const float* a, int64_t pos, AttentionKv& kv, float* out, ThreadPool* pool) {
+                     const float* a, int64_t pos, AttentionKv& kv, float* out, ThreadPool* pool,
+                     ref::Activations act) {
   const int64_t hd = c.head_dim, n_head = c.n_head, n_kv = c.n_head_kv;
   const int64_t q_width = n_head * hd, kv_width = n_kv * hd;
 
   // 1-2. Projections; attn_q packs [query | gate] per head.
   std::vector<float> qg(static_cast<size_t>(2 * q_width)), q(q_width), gate(q_width), k(kv_width),
       v(kv_width);
-  matvec(w.q, a, qg.data(), 0, -1, pool);
-  matvec(w.k, a, k.data(), 0, -1, pool);
-  matvec(w.v, a, v.data(), 0, -1, pool);
+  matvec(w.q, a, qg.data(), 0, -1, pool, act);
+  matvec(w.k, a, k.data(), 0, -1, pool, act);
+  matvec(w.v, a, v.data(), 0, -1, pool, act);
   ref::split_query_gate(qg.data(), n_head, hd, q.data(), gate.data());
 
   // 3-4. Per-head RMSNorm, then partial NeoX RoPE at `pos` (text-only M-RoPE reduces to this).
@@ -80,11 +81,11 @@ void attention_block(const Qwen35MoeConfig& c, const ModelParams& params, const 
   }
   // 6-7. Query gate, output projection.
   ref::apply_sigmoid_gate(o.data(), gate.data(), q_width);
-  matvec(w.output, o.data(), out, 0, -1, pool);
+  matvec(w.output, o.data(), out, 0, -1, pool, act);
 }
 
 void delta_net_block(const Qwen35MoeConfig& c, const DeltaNetWeights& w, const float* a, DeltaNetState& state,
-                     float* out, ThreadPool* pool) {
+                     float* out, ThreadPool* pool, ref::Activations act) {
   const int64_t h_k = c.ssm_n_group, h_v = c.ssm_dt_rank, d = c.ssm_d_state;
   const int64_t key_dim = c.gdn_key_dim(), value_dim = c.gdn_value_dim(), conv_dim = c.gdn_conv_dim();
   MTP_CHECK(static_cast<int64_t>(state.conv.size()) == (c.ssm_d_conv - 1) * conv_dim);
@@ -92,10 +93,10 @@ void delta_net_block(const Qwen35MoeConfig& c, const DeltaNetWeights& w, const f
 
   // 1. Projections from the same normed input.
   std::vector<float> u(conv_dim), z(value_dim), b(h_v), alpha(h_v);
-  matvec(w.qkv, a, u.data(), 0, -1, pool);
-  matvec(w.gate, a, z.data(), 0, -1, pool);
-  matvec(w.beta, a, b.data(), 0, -1, pool);
-  matvec(w.alpha, a, alpha.data(), 0, -1, pool);
+  matvec(w.qkv, a, u.data(), 0, -1, pool, act);
+  matvec(w.gate, a, z.data(), 0, -1, pool, act);
+  matvec(w.beta, a, b.data(), 0, -1, pool, act);
+  matvec(w.alpha, a, alpha.data(), 0, -1, pool, act);
 
   // 2. Causal depthwise conv over [window; u], then SiLU. z is not convolved.
   const std::vector<float> taps = to_f32(w.conv1d);  // conv_dim rows of d_conv taps
@@ -130,16 +131,16 @@ void delta_net_block(const Qwen35MoeConfig& c, const DeltaNetWeights& w, const f
     ref::rms_norm(&o[j * d], norm.data(), d, c.rms_eps, &o[j * d]);
     for (int64_t i = 0; i < d; ++i) o[j * d + i] *= ref::silu(z[j * d + i]);
   }
-  matvec(w.out, o.data(), out, 0, -1, pool);
+  matvec(w.out, o.data(), out, 0, -1, pool, act);
 }
 
 void moe_ffn(const Qwen35MoeConfig& c, const ModelParams& params, const MoeWeights& w, const float* f,
-             float* out, ThreadPool* pool) {
+             float* out, ThreadPool* pool, ref::Activations act) {
   const int64_t n = c.n_embd, n_ff = c.n_ff_exp, n_ff_sh = c.n_ff_shexp;
 
   // 1-2. Router softmax over all experts, top-k, renormalised.
   std::vector<float> logits(c.n_expert);
-  matvec(w.router, f, logits.data(), 0, -1, pool);
+  matvec(w.router, f, logits.data(), 0, -1, pool, act);
   const std::vector<ref::ExpertChoice> chosen =
       ref::route_top_k(logits.data(), c.n_expert, c.n_expert_used, params.expert_weights_scale);
 
@@ -147,19 +148,19 @@ void moe_ffn(const Qwen35MoeConfig& c, const ModelParams& params, const MoeWeigh
   std::vector<double> acc(static_cast<size_t>(n), 0.0);
   std::vector<float> g(n_ff), u(n_ff), y(n);
   for (const ref::ExpertChoice& e : chosen) {
-    matvec(w.gate_exps, f, g.data(), e.expert * n_ff, n_ff, pool);
-    matvec(w.up_exps, f, u.data(), e.expert * n_ff, n_ff, pool);
+    matvec(w.gate_exps, f, g.data(), e.expert * n_ff, n_ff, pool, act);
+    matvec(w.up_exps, f, u.data(), e.expert * n_ff, n_ff, pool, act);
     for (int64_t i = 0; i < n_ff; ++i) g[i] = ref::silu(g[i]) * u[i];
-    matvec(w.down_exps, g.data(), y.data(), e.expert * n, n, pool);
+    matvec(w.down_exps, g.data(), y.data(), e.expert * n, n, pool, act);
     for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(e.weight) * y[i];
   }
 
   // 4. Shared expert, gated by a scalar sigmoid of one dot product.
   std::vector<float> gs(n_ff_sh), us(n_ff_sh), ys(n);
-  matvec(w.gate_shexp, f, gs.data(), 0, -1, pool);
-  matvec(w.up_shexp, f, us.data(), 0, -1, pool);
+  matvec(w.gate_shexp, f, gs.data(), 0, -1, pool, act);
+  matvec(w.up_shexp, f, us.data(), 0, -1, pool, act);
   for (int64_t i = 0; i < n_ff_sh; ++i) gs[i] = ref::silu(gs[i]) * us[i];
-  matvec(w.down_shexp, gs.data(), ys.data(), 0, -1, pool);
+  matvec(w.down_shexp, gs.data(), ys.data(), 0, -1, pool, act);
   const std::vector<float> shexp_gate = to_f32(w.shexp_gate);
   const float s = ref::sigmoid(static_cast<float>(ref::dot(shexp_gate.data(), f, n)));
 
@@ -168,18 +169,18 @@ void moe_ffn(const Qwen35MoeConfig& c, const ModelParams& params, const MoeWeigh
 }
 
 void residual_block(const Qwen35MoeConfig& c, const ModelParams& params, const LayerWeights& w, float* x,
-                    int64_t pos, LayerState& state, ThreadPool* pool) {
+                    int64_t pos, LayerState& state, ThreadPool* pool, ref::Activations act) {
   const int64_t n = c.n_embd;
   std::vector<float> a(n), m(n);
   const std::vector<float> attn_norm = to_f32(w.attn_norm), post_norm = to_f32(w.post_attention_norm);
   ref::rms_norm(x, attn_norm.data(), n, c.rms_eps, a.data());
   if (w.full_attention)
-    attention_block(c, params, w.attn, a.data(), pos, state.kv, m.data(), pool);
+    attention_block(c, params, w.attn, a.data(), pos, state.kv, m.data(), pool, act);
   else
-    delta_net_block(c, w.gdn, a.data(), state.gdn, m.data(), pool);
+    delta_net_block(c, w.gdn, a.data(), state.gdn, m.data(), pool, act);
   for (int64_t i = 0; i < n; ++i) x[i] += m[i];
   ref::rms_norm(x, post_norm.data(), n, c.rms_eps, a.data());
-  moe_ffn(c, params, w.moe, a.data(), m.data(), pool);
+  moe_ffn(c, params, w.moe, a.data(), m.data(), pool, act);
   for (int64_t i = 0; i < n; ++i) x[i] += m[i];
 }
 
@@ -194,7 +195,7 @@ ForwardOutput forward_token(const Model& model, ReferenceState& state, int32_t t
   std::vector<float> x(c.n_embd);  // the residual stream; embedding not scaled
   ref::dequantize_row_of(w.token_embd, token, x.data());
   for (int64_t il = 0; il < c.n_layer; ++il)
-    residual_block(c, model.params(), w.layers[il], x.data(), pos, state.layers[il], pool);
+    residual_block(c, model.params(), w.layers[il], x.data(), pos, state.layers[il], pool, state.activations);
   state.n_past = pos + 1;
 
   ForwardOutput out;
@@ -203,7 +204,7 @@ ForwardOutput forward_token(const Model& model, ReferenceState& state, int32_t t
   ref::rms_norm(x.data(), output_norm.data(), c.n_embd, c.rms_eps, out.hidden.data());
   if (want_logits) {
     out.logits.resize(c.n_vocab);
-    matvec(w.output, out.hidden.data(), out.logits.data(), 0, -1, pool);
+    matvec(w.output, out.hidden.data(), out.logits.data(), 0, -1, pool, state.activations);
   }
   return out;
 }
@@ -225,8 +226,8 @@ std::vector<float> mtp_head(const Model& model, ReferenceState& state, std::span
   ref::rms_norm(h_prev.data(), hnorm.data(), n, c.rms_eps, cat.data() + n);
 
   std::vector<float> x(n);
-  matvec(m.eh_proj, cat.data(), x.data(), 0, -1, pool);
-  residual_block(c, model.params(), m.block, x.data(), pos, state.mtp, pool);
+  matvec(m.eh_proj, cat.data(), x.data(), 0, -1, pool, state.activations);
+  residual_block(c, model.params(), m.block, x.data(), pos, state.mtp, pool, state.activations);
 
   std::vector<float> h_mtp(n);
   const std::vector<float> head_norm = to_f32(m.shared_head_norm);
@@ -240,7 +241,7 @@ ForwardOutput mtp_draft_logits(const Model& model, ReferenceState& state, std::s
   out.hidden = mtp_head(model, state, h_prev, token, pos, pool);
   if (want_logits) {
     out.logits.resize(model.config().n_vocab);
-    matvec(model.weights().mtp->head, out.hidden.data(), out.logits.data(), 0, -1, pool);
+    matvec(model.weights().mtp->head, out.hidden.data(), out.logits.data(), 0, -1, pool, state.activations);
   }
   return out;
 }

@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "base/check.h"
+#include "kernels/matmul.h"
+#include "quant/kernels.h"
 #include "quant/quantize.h"
 
 namespace mtp::ref {
@@ -39,11 +41,43 @@ std::vector<float> to_f32(const TensorView& t) {
   return out;
 }
 
-void matvec(const TensorView& w, const float* x, float* y, int64_t row_begin, int64_t n_out,
-            ThreadPool* pool) {
+namespace {
+
+// x (n values) as the kernels see it for weights of type `weights`: quantized to the activation format they
+// pair with and dequantized again; empty when they take f32 as it is.
+std::vector<float> rounded_as_kernels(GgmlType weights, const float* x, int64_t n) {
+  std::vector<float> out;
+  switch (kernels::act_format(weights)) {
+    case kernels::ActFormat::kF32:
+      break;
+    case kernels::ActFormat::kQ8_0: {
+      std::vector<BlockQ8_0> q(static_cast<size_t>(n / kQK8_0));
+      quantize_row_q8_0(x, q.data(), n);
+      out.resize(static_cast<size_t>(n));
+      dequantize_row_q8_0(q.data(), out.data(), n);
+      break;
+    }
+    case kernels::ActFormat::kQ8_K: {
+      std::vector<BlockQ8_K> q(static_cast<size_t>(n / kQK_K));
+      quantize_row_q8_K(x, q.data(), n);
+      out.resize(static_cast<size_t>(n));
+      dequantize_row_q8_K(q.data(), out.data(), n);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void matvec(const TensorView& w, const float* x, float* y, int64_t row_begin, int64_t n_out, ThreadPool* pool,
+            Activations act) {
   if (n_out < 0) n_out = w.n_rows() - row_begin;
   MTP_CHECK(row_begin >= 0 && row_begin + n_out <= w.n_rows());
   const int64_t n_in = w.row_length();
+  std::vector<float> rounded;
+  if (act == Activations::kAsKernels) rounded = rounded_as_kernels(w.type, x, n_in);
+  if (!rounded.empty()) x = rounded.data();
   auto rows = [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(n_in));
     for (int64_t o = begin; o < end; ++o) {

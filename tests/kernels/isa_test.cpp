@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernel_test_util.h"
+#include "matmul_internal.h"
 
 namespace mtp {
 namespace {
@@ -21,13 +22,21 @@ struct LevelScope {
 
 TEST(Isa, LevelsThisHostTests) {
   std::string ran, skipped;
+  auto note = [&](const char* name, bool runs) {
+    std::string& list = runs ? ran : skipped;
+    list += std::string(list.empty() ? "" : ", ") + name;
+  };
   for (const char* name : {"scalar", "avx2", "avxvnni", "avx512"}) {
     LevelScope scope;
-    std::string& list = kernels::set_level(name).empty() ? ran : skipped;
-    list += std::string(list.empty() ? "" : ", ") + name;
+    note(name, kernels::set_level(name).empty());
   }
-  std::printf("kernel levels tested on this host: %s; skipped (CPU lacks them): %s\n", ran.c_str(),
-              skipped.empty() ? "none" : skipped.c_str());
+  // Paths inside the avx512 level, which the kernel tests compare bitwise with the paths without them: VBMI's
+  // nibble lookup in the IQ4_XS decode, and AMX-INT8 sums for packed IQ4_XS batches of 9 rows and more.
+  const bool avx512 = kernels::isa_supported(kernels::Isa::kAvx512);
+  note("avx512-vbmi", avx512 && kernels::detail::vbmi_active());
+  note("amx-int8", avx512 && kernels::detail::amx_active());
+  std::printf("kernel levels tested on this host: %s; skipped (CPU lacks them, or MTP_AMX=0): %s\n",
+              ran.c_str(), skipped.empty() ? "none" : skipped.c_str());
   EXPECT_EQ(ran.rfind("scalar", 0), 0u);
 }
 

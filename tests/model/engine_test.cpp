@@ -107,14 +107,33 @@ std::vector<std::vector<float>> run_engine(const Model& model, Memory& mem, int3
   return rows;
 }
 
-// Tolerance on max|engine - reference| / max|reference logit| of a row (the median over rows for quantized
-// weights). F32 weights: the engine sums in float lanes (the reference in double) and uses a polynomial exp;
-// measured 3e-7, bound 1e-3. Quantized weights: the engine dots them with activations quantized per row to
-// Q8_0 (8-bit, 32-blocks) or Q8_K, the reference with f32 activations: ~0.5% relative error per projection
-// over ~12 chained projections of a random model; measured medians 0.7-1.5%, bound 3%.
-double tolerance(const std::string& name) {
+// Tolerance on max|engine - reference| / max|reference logit| of a row, against the exact reference (the
+// median over rows). F32 weights: the engine sums in float lanes (the reference in double) and uses a
+// polynomial exp; measured 3e-7, bound 1e-3. Quantized weights: the engine dots them with activations
+// quantized per row to Q8_0 (8-bit, 32-blocks) or Q8_K, the reference with f32 activations: ~0.5% relative
+// error per projection over ~12 chained projections of a random model; measured medians 0.7-1.5%, bound 3%.
+// Single rows go further: a quantized activation can flip a near-tie in the top-k routing of the 8-expert
+// tiny models, which changes a row's logits by up to ~30% of their range, so the exact reference bounds
+// only the median.
+double median_tolerance(const std::string& name) {
   if (name == "f32" || name == "w_f32") return 1e-3;
   return 0.03;
+}
+
+// Tolerance on every row against the reference at the kernels' own activation precision
+// (ref::Activations::kAsKernels: each product's input rounded to Q8_0 or Q8_K first, as the kernels do),
+// where only float summation order is left: the engine's integer block sums are exact, and its float scaling
+// and lane-wise sums differ from the reference's double sums by a few ulps per product. Measured worst rows
+// (AVX-512, AVX2 and scalar kernels) 1e-7 to 4e-7 of the logit range for F32, Q8_0, Q4_0, IQ4_NL, Q6_K and
+// IQ4_XS; bound 1e-3. A kernel with a wrong scale or nibble order errs by a whole weight's magnitude on every
+// row it touches: far above it.
+//
+// Q4_K is the exception: 0.3-0.9% on most rows (1e-7 on a few), on every kernel level, although each of its
+// products matches the kernels to 7e-7 when given the reference's own inputs, and the Q5_K model (the same
+// scalar kernel template) agrees to 4e-7. The cause is not found yet; the bound is 2% until it is, so that a
+// larger error still fails.
+double kernel_precision_tolerance(const std::string& name) {
+  return name == "w_q4_k" ? 0.02 : 1e-3;
 }
 
 class EngineVsReference : public ::testing::TestWithParam<std::string> {};
@@ -125,38 +144,41 @@ TEST_P(EngineVsReference, LogitsCloseForPromptAndDecode) {
   ThreadPool pool(2);
   Memory mem = make_memory(model);
   const int32_t seq = *mem.seq_create();
-  ReferenceState st(model.config());
+  ReferenceState exact(model.config()), as_kernels(model.config());
+  as_kernels.activations = ref::Activations::kAsKernels;
+  std::vector<double> diffs;
+  double worst = 0;
+  // Compares one engine row with both references for `token` at `pos`; returns the exact reference's logits.
+  auto compare = [&](std::span<const float> engine_logits, int32_t token, int64_t pos) {
+    const ForwardOutput r = forward_token(model, exact, token, pos, true);
+    diffs.push_back(rel_diff(engine_logits, r.logits));
+    const ForwardOutput k = forward_token(model, as_kernels, token, pos, true);
+    worst = std::max(worst, rel_diff(engine_logits, k.logits));
+    return r.logits;
+  };
   const std::vector<int32_t> prompt = tokens(20, model.config().n_vocab, 5);
   const auto eng = run_engine(model, mem, seq, prompt, 20, pool);
-  double worst = 0;
-  std::vector<double> diffs;
   std::vector<float> last;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    const ForwardOutput r = forward_token(model, st, prompt[i], static_cast<int64_t>(i), true);
-    worst = std::max(worst, rel_diff(eng[i], r.logits));
-    diffs.push_back(rel_diff(eng[i], r.logits));
-    last = r.logits;
-  }
-  // Decode 8 greedy steps, one row at a time (the reference's tokens drive both).
+  for (size_t i = 0; i < prompt.size(); ++i) last = compare(eng[i], prompt[i], static_cast<int64_t>(i));
+  // Decode 8 greedy steps, one row at a time (the exact reference's tokens drive all three).
   Batch b;
   Outputs out;
   for (int step = 0; step < 8; ++step) {
     const int32_t t = argmax(last);
+    const int64_t pos = exact.n_past;
     b.clear();
-    b.add(seq, st.n_past, t, true);
+    b.add(seq, pos, t, true);
     ASSERT_TRUE(forward(model, b, mem, out, pool).ok());
-    const ForwardOutput r = forward_token(model, st, t, st.n_past, true);
-    worst = std::max(worst, rel_diff(out.logits_of(0), r.logits));
-    diffs.push_back(rel_diff(out.logits_of(0), r.logits));
-    last = r.logits;
+    last = compare(out.logits_of(0), t, pos);
   }
   std::sort(diffs.begin(), diffs.end());
   const double median = diffs[diffs.size() / 2];
-  std::printf("[%s] relative logit difference: median %.3g, max %.3g\n", name.c_str(), median, worst);
-  EXPECT_LT(median, tolerance(name));
-  // A quantized activation can flip a near-tie in the top-k routing of the 8-expert tiny models, which
-  // changes a row's logits by up to ~30% of their range; F32 weights leave no room for that.
-  EXPECT_LT(worst, tolerance(name) == 1e-3 ? 1e-3 : 0.5);
+  std::printf(
+      "[%s] relative logit difference: exact reference median %.3g, max %.3g; at the kernels' "
+      "activation precision max %.3g\n",
+      name.c_str(), median, diffs.back(), worst);
+  EXPECT_LT(median, median_tolerance(name));
+  EXPECT_LT(worst, kernel_precision_tolerance(name));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
@@ -331,6 +353,7 @@ TEST(Engine, MtpHeadMatchesReference) {
     Memory mem = make_memory(model);
     const int32_t s = *mem.seq_create();
     ReferenceState st(model.config());
+    st.activations = ref::Activations::kAsKernels;  // every row bounded tightly
     const std::vector<int32_t> toks = tokens(10, model.config().n_vocab, 21);
     std::vector<std::vector<float>> h;
     for (size_t i = 0; i < toks.size(); ++i)
@@ -354,7 +377,7 @@ TEST(Engine, MtpHeadMatchesReference) {
     const ForwardOutput r = mtp_draft_logits(model, st, h[4], toks[5], 5);
     worst = std::max(worst, rel_diff(out.logits_of(0), r.logits));
     std::printf("[%s] MTP max relative difference %.3g\n", name.c_str(), worst);
-    EXPECT_LT(worst, tolerance(name));
+    EXPECT_LT(worst, kernel_precision_tolerance(name));
   }
 }
 

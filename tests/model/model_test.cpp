@@ -136,6 +136,8 @@ TEST(ModelLoad, EveryHyperparameterCheckNamesTheKey) {
       {"attention.layer_norm_rms_epsilon", f32(nan), "layer_norm_rms_epsilon must be positive and finite"},
       {"attention.layer_norm_rms_epsilon", f32(0), "layer_norm_rms_epsilon must be positive and finite"},
       {"rope.freq_base", f32(inf), "rope.freq_base must be positive and finite, got inf"},
+      {"attention.scale", f32(nan), "qwen35moe.attention.scale must be finite, got nan"},
+      {"expert_weights_scale", f32(-inf), "qwen35moe.expert_weights_scale must be finite, got -inf"},
       {"-embedding_length", std::nullopt, "metadata key 'qwen35moe.embedding_length' is missing"},
       {"embedding_length", Value::string("64"),
        "metadata key 'qwen35moe.embedding_length' has type string, expected an integer"},

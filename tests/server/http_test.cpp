@@ -53,6 +53,7 @@ class HttpTest : public ::testing::Test {
     reply_ = std::move(r);
   }
   void TearDown() override {
+    if (backend_) backend_->hold_steps(false);  // a test that failed while holding must not hang shutdown
     if (server_) server_->shutdown();
   }
   static Json json(const std::string& s) { return Json::parse(s); }
@@ -392,38 +393,46 @@ TEST_F(HttpTest, ApiKey) {
   EXPECT_EQ(http_get(port_, "/v1/models").status, 200);
 }
 
-// Over capacity (slots busy, queue full) the answer is 503 with Retry-After, at once.
+// Over capacity (slots busy, queue full) the answer is 503 with Retry-After, at once. The engine's steps are
+// held while b waits and c arrives, so a cannot finish and the engine thread cannot take b from the queue in
+// between, however slow the machine.
 TEST_F(HttpTest, QueueBound) {
   server::ServerConfig cfg;
   cfg.loop.max_queue = 1;
   start(cfg, /*n_slots=*/1);
-  backend_->step_delay_ms = 5;
-  set_reply(std::string(400, 'a'));
+  backend_->step_delay_ms = 1;
+  backend_->endless = true;
   const std::string body = R"({"prompt": "a", "stream": true})";
   HttpConnection a(port_), b(port_);
   a.send("POST", "/v1/completions", body);
   ASSERT_EQ(a.read_head().status, 200);
   ASSERT_FALSE(a.read_body_piece().empty());  // a holds the slot
+  backend_->hold_steps(true);
+  ASSERT_TRUE(backend_->wait_until_parked());
   b.send("POST", "/v1/completions", body);
   ASSERT_EQ(b.read_head().status, 200);  // b waits in the queue
   HttpResponse c = http_post(port_, "/v1/completions", body);
   EXPECT_EQ(c.status, 503);
   EXPECT_EQ(c.header("retry-after"), "1");
   EXPECT_EQ(json(c.body)["error"]["code"], "server_busy");
+  EXPECT_EQ(backend_->submits.load(), 1);  // b never reached the engine
   a.close();
   b.close();
-  EXPECT_TRUE(wait_for([&] { return active_slots() == 0; }));
+  backend_->hold_steps(false);
+  // Both cancelled at their next write (b once it took the slot a freed).
+  EXPECT_TRUE(wait_for([&] { return backend_->cancels.load() == 2 && active_slots() == 0; }));
   EXPECT_EQ(http_post(port_, "/v1/completions", R"({"prompt": "a", "max_tokens": 2})").status, 200);
   const std::string metrics = http_get(port_, "/metrics").body;
   EXPECT_NE(metrics.find("mtp_requests_total{endpoint=\"/v1/completions\",status=\"503\"} 1"),
             std::string::npos);
 }
 
-// A client that drops a stream frees its slot: the engine is told to cancel, and the next request runs.
+// A client that drops a stream frees its slot: the engine is told to cancel, and the next request runs. The
+// reply never ends by itself, so only a cancellation frees the slot.
 TEST_F(HttpTest, ClientDisconnectFreesSlot) {
   start({}, /*n_slots=*/1);
   backend_->step_delay_ms = 2;
-  set_reply(std::string(3000, 'b'));
+  backend_->endless = true;
   {
     HttpConnection c(port_);
     c.send("POST", "/v1/completions", R"({"prompt": "a", "stream": true})");
@@ -434,6 +443,7 @@ TEST_F(HttpTest, ClientDisconnectFreesSlot) {
   }  // closed mid-stream
   EXPECT_TRUE(wait_for([&] { return active_slots() == 0; }));
   EXPECT_EQ(backend_->cancels.load(), 1);
+  backend_->endless = false;
   set_reply("ok");
   Json j = json(http_post(port_, "/v1/completions", R"({"prompt": "a"})").body);
   EXPECT_EQ(j["choices"][0]["text"], "ok");
@@ -480,7 +490,7 @@ TEST_F(HttpTest, NativeCompletionStopTypes) {
 TEST_F(HttpTest, SlotsShowRunningRequests) {
   start({}, /*n_slots=*/3);
   backend_->step_delay_ms = 5;
-  set_reply(std::string(3000, 'b'));
+  backend_->endless = true;  // both still running whenever /slots is read
   HttpConnection a(port_), b(port_);
   for (HttpConnection* c : {&a, &b}) {
     c->send("POST", "/completion", R"({"prompt": "a", "stream": true})");
@@ -506,13 +516,14 @@ TEST_F(HttpTest, SlotsShowRunningRequests) {
 }
 
 // Shutdown while streaming: the stream ends with a proper error event and [DONE], new connections are
-// refused, and shutdown returns within the timeout.
+// refused, and shutdown returns within the timeout. The reply never ends by itself, so the stream cannot
+// finish normally first.
 TEST_F(HttpTest, ShutdownWhileStreaming) {
   server::ServerConfig cfg;
   cfg.shutdown_timeout_s = 0.2;
   start(cfg, 1);
   backend_->step_delay_ms = 2;
-  set_reply(std::string(5000, 'c'));
+  backend_->endless = true;
   HttpConnection c(port_);
   c.send("POST", "/v1/completions", R"({"prompt": "a", "stream": true})");
   ASSERT_EQ(c.read_head().status, 200);

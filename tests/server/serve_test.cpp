@@ -337,6 +337,83 @@ TEST(ServeTest, PerRequestSpeculative) {
   EXPECT_GT(f.get()["timings"]["draft_n"].get<int64_t>(), 0);
 }
 
+// What a streamed response says, whatever its chunking (drafting emits several tokens per step): the text,
+// the logprobs entries in order, the finish reason and the final usage.
+Json stream_summary(const std::string& body) {
+  Json text = "", logprobs = Json::array(), finish = nullptr, usage = nullptr;
+  for (const std::string& d : sse_data(body)) {
+    if (d == "[DONE]") break;
+    const Json j = Json::parse(d);
+    if (j.contains("usage") && !j["usage"].is_null()) usage = j["usage"]["completion_tokens"];
+    if (j["choices"].empty()) continue;
+    const Json& c = j["choices"][0];
+    if (c.contains("text")) text = text.get<std::string>() + c["text"].get<std::string>();
+    if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
+      text = text.get<std::string>() + c["delta"]["content"].get<std::string>();
+    if (c.contains("logprobs") && c["logprobs"].is_object()) {
+      const Json& lp = c["logprobs"];
+      if (lp.contains("content"))
+        for (const Json& e : lp["content"]) logprobs.push_back(e);
+      if (lp.contains("tokens"))
+        for (size_t i = 0; i < lp["tokens"].size(); ++i)
+          logprobs.push_back(Json{{"token", lp["tokens"][i]},
+                                  {"logprob", lp["token_logprobs"][i]},
+                                  {"top", lp["top_logprobs"][i]}});
+    }
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  return Json{
+      {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}, {"completion_tokens", usage}};
+}
+
+// Speculative decoding at the edges of a response, through the server: stop strings met at several places
+// of the text (inside an accepted draft or at its end), logprobs with top candidates on both endpoints,
+// streamed and not. Each request, drafted, gives byte for byte what it gives with "speculative": false: the
+// choices (text, finish reason, logprobs) and the completion token count.
+TEST(ServeTest, DraftingChangesNoResponseAtItsEdges) {
+  ServerProcess srv(kModel + " -np 1 --spec mtp --draft-max 3");
+  const int port = srv.port();
+  const Json base = {{"prompt", "The model"}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  const std::string text = post_json(port, "/v1/completions", base)["choices"][0]["text"];
+  ASSERT_GT(text.size(), 40u);
+  std::vector<std::pair<std::string, Json>> requests;  // (endpoint, body)
+  for (size_t at : {2u, 5u, 9u, 14u, 22u, 31u}) {
+    Json b = base;
+    b["stop"] = text.substr(at, 2);
+    requests.emplace_back("/v1/completions", b);
+  }
+  Json lp = base;
+  lp["logprobs"] = 3;
+  lp["stop"] = text.substr(25, 3);
+  requests.emplace_back("/v1/completions", lp);
+  const Json chat = {{"messages", Json::array({Json{{"role", "user"}, {"content", "Tell me a story"}}})},
+                     {"max_tokens", 32},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 4}};
+  requests.emplace_back("/v1/chat/completions", chat);
+  int64_t drafted = 0, accepted = 0;
+  for (const auto& [endpoint, body] : requests) {
+    Json off = body;
+    off["speculative"] = false;
+    const Json plain = post_json(port, endpoint, off), spec = post_json(port, endpoint, body);
+    EXPECT_EQ(plain["timings"]["draft_n"], 0);
+    drafted += spec["timings"]["draft_n"].get<int64_t>();
+    accepted += spec["timings"]["draft_n_accepted"].get<int64_t>();
+    EXPECT_EQ(spec["choices"].dump(), plain["choices"].dump()) << endpoint << " " << body.dump();
+    EXPECT_EQ(spec["usage"]["completion_tokens"], plain["usage"]["completion_tokens"]) << body.dump();
+    Json off_stream = off, on_stream = body;
+    off_stream["stream"] = on_stream["stream"] = true;
+    off_stream["stream_options"] = on_stream["stream_options"] = Json{{"include_usage", true}};
+    const Json plain_s = stream_summary(http_post(port, endpoint, off_stream.dump()).body);
+    const Json spec_s = stream_summary(http_post(port, endpoint, on_stream.dump()).body);
+    EXPECT_EQ(spec_s.dump(), plain_s.dump()) << endpoint << " " << body.dump();
+    EXPECT_NE(plain_s["finish_reason"], nullptr);
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_GT(accepted, 0);  // drafts were accepted: the stop strings and logprobs met them
+}
+
 // Both draft heads under the auto policy: /props and the banner say so, and a request may name the server's
 // subset size (the control tokens it adds do not change the size a request names) or the full head.
 TEST(ServeTest, DraftHeadsUnderAuto) {
@@ -356,12 +433,15 @@ TEST(ServeTest, DraftHeadsUnderAuto) {
 }
 
 // --log-steps: one stderr line per engine step, saying what the batch held and what was drafted; the counts
-// add up to the response's own.
+// add up to the response's own. Each server is stopped and its output read to the end, so no line can
+// arrive after the check.
 TEST(ServeTest, LogStepsPrintsEveryStep) {
   ServerProcess srv(kModel + " -np 2 --spec mtp --draft-max 2 --log-steps", 120, /*capture_stderr=*/true);
   Json body = Json{{"prompt", "The model"}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
   Json r = post_json(srv.port(), "/v1/completions", body);
-  const std::string out = srv.read_output(1.0);
+  srv.signal(SIGTERM);
+  const std::string out = srv.read_output_to_end(60);
+  EXPECT_EQ(srv.wait(30), 0);
   int64_t steps = 0, drafted = 0, accepted = 0, generating = 0;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
@@ -387,7 +467,9 @@ TEST(ServeTest, LogStepsPrintsEveryStep) {
   // Without the flag, no step lines.
   ServerProcess quiet(kModel + " -np 1", 120, /*capture_stderr=*/true);
   post_json(quiet.port(), "/v1/completions", body);
-  EXPECT_EQ(quiet.read_output(0.5).find("mtp: step "), std::string::npos);
+  quiet.signal(SIGTERM);
+  EXPECT_EQ(quiet.read_output_to_end(60).find("mtp: step "), std::string::npos);
+  EXPECT_EQ(quiet.wait(30), 0);
 }
 
 TEST(ServeTest, BadInputAndDisconnect) {

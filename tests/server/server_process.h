@@ -77,12 +77,13 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   // What the server printed on stdout before it listened (its effective configuration).
   const std::string& banner() const { return output_; }
-  // Everything printed so far after reading what arrives within `seconds` (the banner included).
-  const std::string& read_output(double seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  // Everything the process printed, read until it closes its output (it exits) or `timeout_s` passes: after
+  // a signal that stops it, the whole output, with nothing left to arrive later.
+  const std::string& read_output_to_end(double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (std::chrono::steady_clock::now() < deadline) {
       pollfd p{out_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
+      if (::poll(&p, 1, 100) <= 0) continue;
       char buf[4096];
       const ssize_t n = ::read(out_fd_, buf, sizeof buf);
       if (n <= 0) break;

@@ -222,17 +222,30 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_EQ(r.output.find("Excludes"), std::string::npos) << r.output;
 }
 
-// The temporary files of dir/out.gguf (AtomicFile's `.out.gguf.tmp.XXXXXX`).
+// The temporary files of dir/out.gguf (AtomicFile's `.out.gguf.tmp.XXXXXX`) and their sizes.
+std::vector<std::pair<std::string, uintmax_t>> temporaries_with_sizes(const TempDir& dir) {
+  std::vector<std::pair<std::string, uintmax_t>> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    if (e.path().filename().string().rfind(".out.gguf.tmp.", 0) != 0) continue;
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(e.path(), ec);
+    out.emplace_back(e.path().filename().string(), ec ? 0 : size);
+  }
+  return out;
+}
+
 std::vector<std::string> temporaries(const TempDir& dir) {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
-    if (e.path().filename().string().rfind(".out.gguf.tmp.", 0) == 0)
-      out.push_back(e.path().filename().string());
+  for (const auto& [name, size] : temporaries_with_sizes(dir)) out.push_back(name);
   return out;
 }
 
 // Starts `mtp quantize` of a 120 MB F32 model to IQ4_XS on one thread (seconds of work) into dir/out.gguf
-// and sends `sig` once its temporary file exists; returns the wait status.
+// and sends `sig` once it is part-way: its temporary file holds bytes. The writer writes the GGUF index only
+// after AtomicFile::create has registered the file for removal on SIGINT/SIGTERM, so a file that exists but
+// is still empty may not be registered yet; waiting for bytes, not for a fixed time, is what makes the signal
+// land inside the write. Returns the wait status, or -1 when no byte appeared before the process ended or 20
+// s passed.
 int quantize_and_signal(const TempDir& dir, int sig) {
   auto in = synth_file(dir, "big.gguf", policy_model(GgmlType::F32, 16));
   const std::string out = dir.file("out.gguf");
@@ -242,21 +255,26 @@ int quantize_and_signal(const TempDir& dir, int sig) {
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  bool started = false;
-  for (int i = 0; i < 2000 && !started; ++i) {
-    started = !temporaries(dir).empty();
-    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  kill(pid, sig);
   int status = 0;
+  for (int i = 0; i < 4000; ++i) {  // 20 s at most
+    for (const auto& [name, size] : temporaries_with_sizes(dir)) {
+      if (size == 0) continue;
+      kill(pid, sig);
+      waitpid(pid, &status, 0);
+      return status;
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) return -1;  // ended before it wrote anything
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
-  return started ? status : -1;
+  return -1;
 }
 
 TEST(Quantize, KilledPartWayLeavesNoFileAtTheOutputPath) {
   TempDir dir;
   const int status = quantize_and_signal(dir, SIGKILL);
+  ASSERT_NE(status, -1) << "quantize wrote nothing to its temporary file";
   ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before it could be killed; make the input bigger";
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
   // SIGKILL leaves the temporary file; the next run to that path names it.
@@ -275,6 +293,7 @@ TEST(Quantize, InterruptedRemovesItsTemporaryFile) {
   for (int sig : {SIGINT, SIGTERM}) {
     TempDir dir;
     const int status = quantize_and_signal(dir, sig);
+    ASSERT_NE(status, -1) << "quantize wrote nothing to its temporary file";
     ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before the signal; make the input bigger";
     EXPECT_EQ(WTERMSIG(status), sig);
     EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));

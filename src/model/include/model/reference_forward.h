@@ -12,6 +12,7 @@
 
 #include "base/thread_pool.h"
 #include "model/model.h"
+#include "model/reference_ops.h"
 
 namespace mtp {
 
@@ -46,6 +47,9 @@ struct ReferenceState {
   std::vector<LayerState> layers;  // one per trunk layer
   LayerState mtp;                  // the MTP block's own attention cache, mtp.kv (section 4.3)
   int64_t n_past = 0;              // trunk positions processed; the next forward_token must use pos n_past
+  // How every matrix product of this sequence's passes treats its input (reference_ops.h): exact f32 unless
+  // a test compares with the engine's kernels at their own activation precision.
+  ref::Activations activations = ref::Activations::kExact;
 
  private:
   Qwen35MoeConfig config_;
@@ -56,23 +60,25 @@ struct ForwardOutput {
   std::vector<float> hidden;  // n_embd, the post-norm hidden the head reads (h_final, or h_mtp for the MTP)
 };
 
-// --- Blocks. Each reads a normed input `a`/`f` (n_embd) and writes its n_embd output, residual not added.
-// ---
+// --- Blocks. Each reads a normed input `a`/`f` (n_embd) and writes its n_embd output, residual not added;
+// `act` is what their matrix products do with their inputs (reference_ops.h). ---
 
 // Gated full attention (section 3.2): the row for `pos` is written into `kv` (rows at >= pos are dropped
 // first), then the query attends over every cached row.
 void attention_block(const Qwen35MoeConfig& c, const ModelParams& params, const AttentionWeights& w,
-                     const float* a, int64_t pos, AttentionKv& kv, float* out, ThreadPool* pool = nullptr);
+                     const float* a, int64_t pos, AttentionKv& kv, float* out, ThreadPool* pool = nullptr,
+                     ref::Activations act = ref::Activations::kExact);
 // Gated DeltaNet (section 3.3): one recurrent step of the conv window and the delta rule.
 void delta_net_block(const Qwen35MoeConfig& c, const DeltaNetWeights& w, const float* a, DeltaNetState& state,
-                     float* out, ThreadPool* pool = nullptr);
+                     float* out, ThreadPool* pool = nullptr, ref::Activations act = ref::Activations::kExact);
 // Routed experts plus the sigmoid-gated shared expert (section 3.4).
 void moe_ffn(const Qwen35MoeConfig& c, const ModelParams& params, const MoeWeights& w, const float* f,
-             float* out, ThreadPool* pool = nullptr);
+             float* out, ThreadPool* pool = nullptr, ref::Activations act = ref::Activations::kExact);
 // One pre-norm residual block: x += mixer(RMSNorm(x)); x += MoE(RMSNorm(x)). The mixer is attention (with
 // `kv`) or GDN (with `gdn`) as the layer says.
 void residual_block(const Qwen35MoeConfig& c, const ModelParams& params, const LayerWeights& w, float* x,
-                    int64_t pos, LayerState& state, ThreadPool* pool = nullptr);
+                    int64_t pos, LayerState& state, ThreadPool* pool = nullptr,
+                    ref::Activations act = ref::Activations::kExact);
 
 // --- Whole passes. ---
 

@@ -28,11 +28,22 @@ std::vector<float> to_f32(const TensorView& t);
 // Row `row` of a tensor (an embedding lookup), dequantized into out[0 .. row_length).
 void dequantize_row_of(const TensorView& t, int64_t row, float* out);
 
+// What a matrix-vector product's input goes through before the dot products.
+//   kExact:     the f32 values as they are (the ground truth).
+//   kAsKernels: first rounded as the engine's matmul kernels round activations for that weight type (ggml's
+//               vec_dot_type): quantize_row_q8_0 then dequantized for Q8_0, Q4_0 and IQ4_NL weights,
+//               quantize_row_q8_K for the K-quants and IQ4_XS, unchanged for F32, F16 and BF16. The engine
+//               then differs from the reference only by float summation order, so a comparison can be tight
+//               where the activation rounding (~1% of a logit range, and MoE routing flips) would hide a
+//               wrong kernel.
+enum class Activations { kExact, kAsKernels };
+
 // y[o] = Σ_i W[i, row_begin + o] · x[i] for o in [0, n_out): rows [row_begin, row_begin + n_out) of `w`, each
-// dequantized and dotted with x (length w.row_length()). n_out = -1 means all rows. Rows are spread over
-// `pool` when given; each row is computed the same way whatever the thread, so results do not change.
+// dequantized and dotted with x (length w.row_length()), x first rounded as `act` says. n_out = -1 means all
+// rows. Rows are spread over `pool` when given; each row is computed the same way whatever the thread, so
+// results do not change.
 void matvec(const TensorView& w, const float* x, float* y, int64_t row_begin = 0, int64_t n_out = -1,
-            ThreadPool* pool = nullptr);
+            ThreadPool* pool = nullptr, Activations act = Activations::kExact);
 
 // out = x · (mean(x²) + eps)^(-1/2) ⊙ w over n elements (out may alias x).
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
