@@ -12,6 +12,7 @@
 #include "gate/gate.h"
 #include "gate/kld_report.h"
 #include "gate/probe.h"
+#include "gate/tool_probe.h"
 #include "loadgen/report.h"
 
 namespace mtp::gate {
@@ -53,14 +54,34 @@ int64_t timing(const loadgen::Json& t, const char* key) {
 
 struct Samples {
   std::vector<double> values;         // per request or per pair
-  int64_t successes = 0, trials = 0;  // proportions
+  int64_t successes = 0, trials = 0;  // proportions, and counts (successes: the count, trials: conversations)
 };
 
-Samples collect(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests,
-                const std::vector<GreedyOutcome>& probes) {
+// Everything the run and probe files hold, pooled.
+struct Pooled {
+  std::vector<loadgen::RequestRecord> requests;
+  std::vector<GreedyOutcome> probes;
+  std::vector<ToolRun> tool_runs;
+  std::vector<KldReport> reports;  // judged one at a time: percentiles do not pool
+};
+
+Samples collect_tool_runs(const Rule& rule, const std::vector<ToolRun>& runs) {
+  Samples s;
+  for (const ToolRun& r : runs) {
+    if (!rule.server.empty() && r.side != (rule.server == "baseline" ? "reference" : "target")) continue;
+    s.trials += 1;
+    s.successes += rule.metric == Metric::kMarkupLeaks ? r.leaks : (r.pass ? 1 : 0);
+  }
+  return s;
+}
+
+Samples collect(const Rule& rule, const Pooled& pooled) {
+  const std::vector<loadgen::RequestRecord>& requests = pooled.requests;
+  if (rule.metric == Metric::kToolCallPassRate || rule.metric == Metric::kMarkupLeaks)
+    return collect_tool_runs(rule, pooled.tool_runs);
   Samples s;
   if (rule.metric == Metric::kGreedyDivergence) {
-    for (const GreedyOutcome& g : probes) {
+    for (const GreedyOutcome& g : pooled.probes) {
       if (g.kind == "failed") continue;
       s.trials += 1;
       s.successes += g.kind == "divergence" ? 1 : 0;
@@ -125,12 +146,14 @@ const char* statistic_name(Statistic s) {
       return "value";
     case Statistic::kNormal:
       return "normal bound";
+    case Statistic::kCount:
+      return "count";
   }
   return "";
 }
 
 bool is_point(Statistic s) {
-  return s == Statistic::kMean || s == Statistic::kMedian || s == Statistic::kValue;
+  return s == Statistic::kMean || s == Statistic::kMedian || s == Statistic::kValue || s == Statistic::kCount;
 }
 
 // Fills v.pass and v.why from v.bound.
@@ -168,12 +191,11 @@ Verdict judge_kld_rule(const Rule& rule, const KldReport& report) {
   return v;
 }
 
-Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& requests,
-                   const std::vector<GreedyOutcome>& probes) {
-  const Samples s = collect(rule, requests, probes);
+Verdict judge_rule(const Rule& rule, const Pooled& pooled) {
+  const Samples s = collect(rule, pooled);
   Verdict v;
   v.rule_id = rule.id;
-  const bool proportion = rule.statistic == Statistic::kWilson;
+  const bool proportion = rule.statistic == Statistic::kWilson || rule.statistic == Statistic::kCount;
   v.samples = proportion ? s.trials : static_cast<int64_t>(s.values.size());
   if (too_few(rule, v)) return v;
   const bool lower = rule.at_least;
@@ -181,6 +203,9 @@ Verdict judge_rule(const Rule& rule, const std::vector<loadgen::RequestRecord>& 
     case Statistic::kWilson:
       v.estimate = static_cast<double>(s.successes) / static_cast<double>(s.trials);
       v.bound = wilson_bound(s.successes, s.trials, rule.confidence, lower);
+      break;
+    case Statistic::kCount:
+      v.estimate = v.bound = static_cast<double>(s.successes);
       break;
     case Statistic::kMean:
       v.estimate = v.bound = mean_of(s.values);
@@ -256,20 +281,24 @@ static Status check_start(const std::string& path, const std::string& start, con
 
 Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
                                      const std::vector<std::string>& runs) {
-  std::vector<loadgen::RequestRecord> requests;
-  std::vector<GreedyOutcome> probes;
-  std::vector<KldReport> reports;
+  Pooled pooled;
   for (const std::string& path : runs) {
     if (is_kld_report(path)) {
       MTP_ASSIGN_OR_RETURN(KldReport report, read_kld_report(path));
       MTP_RETURN_IF_ERROR(check_start(path, report.start_utc, lock));
-      reports.push_back(report);
+      pooled.reports.push_back(report);
       continue;
     }
     if (is_probe_file(path)) {
       MTP_ASSIGN_OR_RETURN(ProbeFile pf, read_probe_file(path));
       MTP_RETURN_IF_ERROR(check_start(path, pf.start_utc, lock));
-      probes.insert(probes.end(), pf.outcomes.begin(), pf.outcomes.end());
+      pooled.probes.insert(pooled.probes.end(), pf.outcomes.begin(), pf.outcomes.end());
+      continue;
+    }
+    if (is_tool_probe_file(path)) {
+      MTP_ASSIGN_OR_RETURN(ToolProbeFile tf, read_tool_probe_file(path));
+      MTP_RETURN_IF_ERROR(check_start(path, tf.start_utc, lock));
+      pooled.tool_runs.insert(pooled.tool_runs.end(), tf.runs.begin(), tf.runs.end());
       continue;
     }
     MTP_ASSIGN_OR_RETURN(loadgen::RunData run, loadgen::read_run(path));
@@ -279,22 +308,22 @@ Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
                                         ? h["start_utc"].get<std::string>()
                                         : "",
                                     lock));
-    for (loadgen::RequestRecord& r : run.requests) requests.push_back(std::move(r));
+    for (loadgen::RequestRecord& r : run.requests) pooled.requests.push_back(std::move(r));
   }
   std::vector<Verdict> verdicts;
   for (const Rule& rule : rules.rules) {
     if (!is_kld_metric(rule.metric)) {
-      verdicts.push_back(judge_rule(rule, requests, probes));
+      verdicts.push_back(judge_rule(rule, pooled));
       continue;
     }
     // Percentiles of two reports do not pool: a KL-divergence rule judges exactly one.
-    if (reports.size() != 1) {
+    if (pooled.reports.size() != 1) {
       return invalid_argument("rule '", rule.id,
                               "' judges one KL-divergence report (mtp perplexity "
                               "--kl-divergence --json); ",
-                              reports.size(), " given");
+                              pooled.reports.size(), " given");
     }
-    verdicts.push_back(judge_kld_rule(rule, reports.front()));
+    verdicts.push_back(judge_kld_rule(rule, pooled.reports.front()));
   }
   return verdicts;
 }

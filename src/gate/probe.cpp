@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 
+#include "endpoint.h"
 #include "loadgen/prompts.h"
 #include "loadgen/record.h"
 #include "loadgen/stream_client.h"
@@ -51,22 +52,6 @@ Expected<Json> complete(httplib::Client& http, const std::string& prefix, const 
   return j;
 }
 
-struct Endpoint {
-  std::unique_ptr<httplib::Client> http;
-  std::string prefix;
-};
-
-Expected<Endpoint> endpoint(const std::string& url, double timeout_s) {
-  MTP_ASSIGN_OR_RETURN(loadgen::SplitUrl u, loadgen::split_url(url));
-  Endpoint e{std::make_unique<httplib::Client>(u.origin), u.prefix};
-  if (!e.http->is_valid()) return invalid_argument("'", url, "' is not a usable URL");
-  const auto t =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
-  e.http->set_connection_timeout(t);
-  e.http->set_read_timeout(t);
-  return e;
-}
-
 Json outcome_json(const GreedyOutcome& g) {
   Json j = {{"type", "probe"}, {"prompt", g.prompt}, {"kind", g.kind}};
   if (g.first_diff >= 0) {
@@ -80,6 +65,17 @@ Json outcome_json(const GreedyOutcome& g) {
 }
 
 }  // namespace
+
+Expected<Endpoint> endpoint(const std::string& url, double timeout_s) {
+  MTP_ASSIGN_OR_RETURN(loadgen::SplitUrl u, loadgen::split_url(url));
+  Endpoint e{std::make_unique<httplib::Client>(u.origin), u.prefix};
+  if (!e.http->is_valid()) return invalid_argument("'", url, "' is not a usable URL");
+  const auto t =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
+  e.http->set_connection_timeout(t);
+  e.http->set_read_timeout(t);
+  return e;
+}
 
 GreedyOutcome classify_greedy(const Json& target, const Json& reference, double epsilon) {
   GreedyOutcome g;

@@ -36,6 +36,8 @@ const std::map<std::string, Metric>& metric_names() {
       {"same_top_rate", Metric::kSameTopRate},
       {"ppl_ratio", Metric::kPplRatio},
       {"ln_ppl_ratio", Metric::kLnPplRatio},
+      {"tool_call_pass_rate", Metric::kToolCallPassRate},
+      {"markup_leaks", Metric::kMarkupLeaks},
   };
   return names;
 }
@@ -49,13 +51,14 @@ const std::map<std::string, Statistic>& statistic_names() {
       {"wilson", Statistic::kWilson},
       {"value", Statistic::kValue},
       {"normal", Statistic::kNormal},
+      {"count", Statistic::kCount},
   };
   return names;
 }
 
 bool is_proportion(Metric m) {
   return m == Metric::kDraftAcceptance || m == Metric::kFailureRate || m == Metric::kGreedyDivergence ||
-         m == Metric::kSameTopRate;
+         m == Metric::kSameTopRate || m == Metric::kToolCallPassRate;
 }
 
 // Which statistics judge a metric, and the line that says so when another is asked for.
@@ -63,6 +66,10 @@ bool statistic_applies(Metric m, Statistic s, const char** allowed) {
   if (is_proportion(m)) {
     *allowed = "wilson";
     return s == Statistic::kWilson;
+  }
+  if (m == Metric::kMarkupLeaks) {
+    *allowed = "count";
+    return s == Statistic::kCount;
   }
   if (m == Metric::kKldMean || m == Metric::kPplRatio || m == Metric::kLnPplRatio) {
     *allowed = "value or normal";

@@ -10,6 +10,7 @@
 #include "command.h"
 #include "gate/gate.h"
 #include "gate/probe.h"
+#include "gate/tool_probe.h"
 
 namespace mtp::tools {
 namespace {
@@ -23,7 +24,8 @@ struct GateArgs {
   std::string rules, lock, format = "table", out;
   std::vector<std::string> runs;
   gate::GreedyProbeOptions probe;
-  std::string reference_body;
+  gate::ToolProbeOptions tools;
+  std::string reference_body, scenarios;
   std::string lock_path() const { return lock.empty() ? gate::default_lock_path(rules) : lock; }
 };
 
@@ -77,17 +79,23 @@ int run(const GateArgs& a) {
   return kExitOk;
 }
 
-int probe_greedy(GateArgs& a) {
-  if (!a.reference_body.empty()) {
-    a.probe.reference_body = gate::Json::parse(a.reference_body, nullptr, false);
-    if (!a.probe.reference_body.is_object())
-      return gate_error(
-          invalid_argument("--reference-body must be a JSON object, got '", a.reference_body, "'"));
+// --reference and --reference-body, shared by the probes: one of them says how speculation is turned off.
+Status reference_options(const std::string& body_text, const std::string& url, gate::Json* body) {
+  if (!body_text.empty()) {
+    *body = gate::Json::parse(body_text, nullptr, false);
+    if (!body->is_object())
+      return invalid_argument("--reference-body must be a JSON object, got '", body_text, "'");
   }
-  if (a.probe.reference_url.empty() && a.probe.reference_body.empty())
-    return gate_error(invalid_argument(
+  if (url.empty() && body->empty())
+    return invalid_argument(
         "give --reference URL (a server with speculation off) or --reference-body "
-        "JSON (fields that turn it off on the same server, e.g. '{\"speculative\": false}')"));
+        "JSON (fields that turn it off on the same server, e.g. '{\"speculative\": false}')");
+  return Status::Ok();
+}
+
+int probe_greedy(GateArgs& a) {
+  if (Status s = reference_options(a.reference_body, a.probe.reference_url, &a.probe.reference_body); !s.ok())
+    return gate_error(s);
   auto outcomes = gate::run_greedy_probe(a.probe, a.out);
   if (!outcomes.ok()) return gate_error(outcomes.status());
   std::map<std::string, int> count;
@@ -105,6 +113,60 @@ int probe_greedy(GateArgs& a) {
               outcomes->size(), count["identical"], count["near_tie"], a.probe.epsilon, count["divergence"],
               count["failed"], a.out.c_str());
   return count["failed"] == static_cast<int>(outcomes->size()) ? kExitRuntimeError : kExitOk;
+}
+
+int probe_tools(GateArgs& a) {
+  gate::ToolProbeOptions& o = a.tools;
+  if (Status s = reference_options(a.reference_body, o.reference_url, &o.reference_body); !s.ok())
+    return gate_error(s);
+  if (a.scenarios.empty()) {
+    o.scenarios = gate::builtin_tool_scenarios();
+  } else {
+    auto scenarios = gate::read_tool_scenarios(a.scenarios);
+    if (!scenarios.ok()) return gate_error(scenarios.status());
+    o.scenarios = std::move(*scenarios);
+  }
+  auto runs = gate::run_tool_probe(o, a.out);
+  if (!runs.ok()) return gate_error(runs.status());
+  std::map<std::string, std::pair<int, int>> passed;  // side -> (passed, runs)
+  int64_t leaks = 0;
+  for (const gate::ToolRun& r : *runs) {
+    auto& [ok, all] = passed[r.side];
+    ok += r.pass ? 1 : 0, all += 1;
+    leaks += r.leaks;
+    if (!r.pass)
+      std::printf("%s (%s, repeat %d): %s\n", r.scenario.c_str(), r.side.c_str(), r.repeat,
+                  r.reasons.empty() ? "failed" : r.reasons.front().c_str());
+  }
+  std::printf("%zu conversations: target %d/%d passed, reference %d/%d passed, %lld markup leaks -> %s\n",
+              runs->size(), passed["target"].first, passed["target"].second, passed["reference"].first,
+              passed["reference"].second, static_cast<long long>(leaks), a.out.c_str());
+  return kExitOk;
+}
+
+void add_probe_tools(CLI::App* probe, GateArgs* a) {
+  CLI::App* t = probe->add_subcommand(
+      "tools", "Multi-turn tool-call conversations with speculation on and off; check every call and turn");
+  t->add_option("--url", a->tools.url, "The server with speculation on")->required();
+  t->add_option("--reference", a->tools.reference_url, "A server with speculation off (default: --url)");
+  t->add_option("--reference-body", a->reference_body,
+                "JSON fields added to the reference's requests, e.g. '{\"speculative\": false}' (mtp serve)");
+  t->add_option("--scenarios", a->scenarios,
+                "Scenarios file (JSON; docs/gate.md); default: the built-in set");
+  t->add_option("--model", a->tools.model, "The model field to send (default: none)");
+  t->add_option("--api-key", a->tools.api_key, "Bearer token");
+  t->add_option("--repeat", a->tools.repeat, "Runs of each scenario on each side")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  t->add_option("--concurrency", a->tools.concurrency, "Conversations in flight at once")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  t->add_option("--max-tokens", a->tools.max_tokens, "Tokens generated per turn at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->add_option("--timeout", a->tools.timeout_s, "Connect and read timeout, seconds")
+      ->check(CLI::PositiveNumber);
+  t->add_option("-o,--output", a->out, "Probe file (JSONL) for mtp gate run")->required();
 }
 
 }  // namespace
@@ -152,7 +214,13 @@ CommandRunner register_gate(CLI::App& app) {
   g->add_option("--timeout", a->probe.timeout_s, "Connect and read timeout, seconds")
       ->check(CLI::PositiveNumber);
   g->add_option("-o,--output", a->out, "Probe file (JSONL) for mtp gate run")->required();
-  return [a, f, g] { return f->parsed() ? freeze(*a) : g->parsed() ? probe_greedy(*a) : run(*a); };
+  add_probe_tools(probe, a.get());
+  CLI::App* tools = probe->get_subcommand("tools");
+  return [a, f, g, tools] {
+    if (f->parsed()) return freeze(*a);
+    if (g->parsed()) return probe_greedy(*a);
+    return tools->parsed() ? probe_tools(*a) : run(*a);
+  };
 }
 
 }  // namespace mtp::tools

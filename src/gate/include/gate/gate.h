@@ -18,8 +18,9 @@ namespace mtp::gate {
 using Json = nlohmann::ordered_json;
 
 // kValue and kNormal judge the figures of an `mtp perplexity --kl-divergence --json` report: its point value,
-// or that value's one-sided normal bound (value -/+ z * the report's standard error).
-enum class Statistic { kMean, kMedian, kBootstrapMean, kBootstrapMedian, kWilson, kValue, kNormal };
+// or that value's one-sided normal bound (value -/+ z * the report's standard error). kCount: the total of a
+// count metric (markup_leaks), compared with the threshold as it is.
+enum class Statistic { kMean, kMedian, kBootstrapMean, kBootstrapMedian, kWilson, kValue, kNormal, kCount };
 
 // Per-request metrics (one sample per measured request), paired ratios (one per prompt both servers of a
 // --baseline run answered) and proportions (successes over trials, judged with a Wilson bound).
@@ -44,6 +45,8 @@ enum class Metric {
   kSameTopRate,  // tokens whose top token matches the base's
   kPplRatio,
   kLnPplRatio,
+  kToolCallPassRate,  // from `mtp gate probe tools` files: conversations that passed every check
+  kMarkupLeaks,       // from `mtp gate probe tools` files: markup tokens found in content (a count)
 };
 
 // A metric read from a KL-divergence report.
@@ -53,7 +56,8 @@ struct Rule {
   std::string id;
   Metric metric = Metric::kTpotMs;
   std::optional<int> level;  // only requests of this concurrency level (all measured ones when absent)
-  std::string server;        // only "target" or "baseline" requests of a --baseline run ("" = all)
+  std::string server;        // only "target" or "baseline" requests of a --baseline run ("" = all); for
+                             // tool probes, "baseline" is the reference side (speculation off)
   bool at_least = true;      // ">=": the lower bound must reach the threshold; "<=": the upper bound
   double threshold = 0;
   Statistic statistic = Statistic::kMean;
