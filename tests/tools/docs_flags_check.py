@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 COMMAND = re.compile(r"(?:^|[\s/`(\"'])mtp ([a-z][a-z-]*)((?: [a-z]+\b){0,2})")
-SUBCOMMANDS = {"gate": {"freeze", "run", "probe greedy"}, "draft-vocab": {"build", "show"}}
+SUBCOMMANDS = {"gate": {"freeze", "run", "probe greedy", "probe tools"}, "draft-vocab": {"build", "show"}}
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 STOP = re.compile(r"[|;&]|\bmtp\b|\bcurl\b|\bllama-\w+|\bvllm\b|\bpython3?\b")
 
