@@ -6,10 +6,10 @@
 #include <fstream>
 #include <memory>
 
-#include "endpoint.h"
 #include "loadgen/prompts.h"
 #include "loadgen/record.h"
 #include "loadgen/stream_client.h"
+#include "probe_common.h"
 
 namespace mtp::gate {
 namespace {
@@ -138,36 +138,50 @@ Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& 
   return outcomes;
 }
 
-bool is_probe_file(const std::string& path) {
+std::string probe_file_tool(const std::string& path) {
   std::ifstream f(path);
   std::string line;
-  if (!std::getline(f, line)) return false;
+  if (!std::getline(f, line)) return "";
   const Json j = Json::parse(line, nullptr, false);
-  return j.is_object() && j.contains("tool") && j["tool"] == kTool;
+  return j.is_object() && j.value("type", "") == "header" && j.contains("tool") && j["tool"].is_string()
+             ? j["tool"].get<std::string>()
+             : "";
 }
 
-Expected<ProbeFile> read_probe_file(const std::string& path) {
+Status read_probe_lines(const std::string& path, std::string* start_utc,
+                        const std::function<Status(const Json& line, int64_t n)>& each) {
   std::ifstream f(path);
   if (!f) return not_found("cannot open '", path, "'");
-  ProbeFile pf;
   std::string line;
   for (int64_t n = 1; std::getline(f, line); ++n) {
     if (line.empty()) continue;
     const Json j = Json::parse(line, nullptr, false);
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
       return corrupt(path, ":", n, ": not a probe file line");
-    if (j["type"] == "header") {
-      if (j.contains("start_utc") && j["start_utc"].is_string())
-        pf.start_utc = j["start_utc"].get<std::string>();
-      continue;
+    if (j["type"] != "header") {
+      MTP_RETURN_IF_ERROR(each(j, n));
+    } else if (j.contains("start_utc") && j["start_utc"].is_string()) {
+      *start_utc = j["start_utc"].get<std::string>();
     }
+  }
+  return Status::Ok();
+}
+
+bool is_probe_file(const std::string& path) {
+  return probe_file_tool(path) == kTool;
+}
+
+Expected<ProbeFile> read_probe_file(const std::string& path) {
+  ProbeFile pf;
+  MTP_RETURN_IF_ERROR(read_probe_lines(path, &pf.start_utc, [&](const Json& j, int64_t n) -> Status {
     if (j["type"] != "probe" || !j.contains("kind") || !j["kind"].is_string())
       return corrupt(path, ":", n, ": a probe line without \"kind\"");
     GreedyOutcome g;
     g.kind = j["kind"].get<std::string>();
     if (j.contains("prompt") && j["prompt"].is_number_integer()) g.prompt = j["prompt"].get<int64_t>();
     pf.outcomes.push_back(g);
-  }
+    return Status::Ok();
+  }));
   return pf;
 }
 

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <fstream>
 #include <thread>
 
-#include "endpoint.h"
 #include "gate/schema.h"
 #include "loadgen/record.h"
+#include "probe_common.h"
 
 namespace mtp::gate {
 namespace {
@@ -152,6 +151,23 @@ Json assistant_turn(const Json& message) {
   return m;
 }
 
+// One turn's request: the conversation so far with the tools, greedy; the response's text or why none came.
+Expected<std::string> post_turn(const ToolProbeOptions& o, Endpoint& server, const httplib::Headers& headers,
+                                const Job& job, const Json& messages) {
+  Json body = {{"messages", messages},
+               {"tools", job.scenario->tools},
+               {"max_tokens", o.max_tokens},
+               {"temperature", 0}};
+  if (!o.model.empty()) body["model"] = o.model;
+  if (job.reference)
+    for (const auto& [key, value] : o.reference_body.items()) body[key] = value;
+  const auto res =
+      server.http->Post(server.prefix + "/v1/chat/completions", headers, body.dump(), "application/json");
+  if (!res) return io_error("request failed: ", httplib::to_string(res.error()));
+  if (res->status != 200) return io_error("HTTP ", res->status, ": ", res->body.substr(0, 200));
+  return res->body;
+}
+
 // Plays one conversation; stops at the first turn that fails (the later turns would answer a conversation
 // the scenario did not script).
 ToolRun play(const ToolProbeOptions& o, Endpoint& server, const httplib::Headers& headers, const Job& job) {
@@ -162,24 +178,11 @@ ToolRun play(const ToolProbeOptions& o, Endpoint& server, const httplib::Headers
     const ToolTurn& turn = s.turns[t];
     const std::string at = str_cat("turn ", t + 1, ": ");
     if (!turn.user.empty()) messages.push_back({{"role", "user"}, {"content", turn.user}});
-    Json body = {
-        {"messages", messages}, {"tools", s.tools}, {"max_tokens", o.max_tokens}, {"temperature", 0}};
-    if (!o.model.empty()) body["model"] = o.model;
-    if (job.reference)
-      for (const auto& [key, value] : o.reference_body.items()) body[key] = value;
-    const auto res =
-        server.http->Post(server.prefix + "/v1/chat/completions", headers, body.dump(), "application/json");
-    if (!res) {
-      run.reasons.push_back(at + "request failed: " + httplib::to_string(res.error()));
-      return run;
-    }
-    if (res->status != 200) {
-      run.reasons.push_back(str_cat(at, "HTTP ", res->status, ": ", res->body.substr(0, 200)));
-      return run;
-    }
-    const Json response = Json::parse(res->body, nullptr, false);
-    const TurnCheck check = response.is_discarded() ? TurnCheck{{"the response is not JSON"}, 0}
-                                                    : check_tool_turn(s, turn, response);
+    const Expected<std::string> text = post_turn(o, server, headers, job, messages);
+    const Json response = text.ok() ? Json::parse(*text, nullptr, false) : Json();
+    const TurnCheck check = !text.ok()                ? TurnCheck{{text.status().message()}, 0}
+                            : response.is_discarded() ? TurnCheck{{"the response is not JSON"}, 0}
+                                                      : check_tool_turn(s, turn, response);
     run.leaks += check.leaks;
     for (const std::string& r : check.reasons) run.reasons.push_back(at + r);
     if (!check.reasons.empty()) return run;
@@ -244,28 +247,12 @@ Expected<std::vector<ToolRun>> run_tool_probe(const ToolProbeOptions& o, const s
 }
 
 bool is_tool_probe_file(const std::string& path) {
-  std::ifstream f(path);
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  const Json j = Json::parse(line, nullptr, false);
-  return j.is_object() && j.contains("tool") && j["tool"] == kTool;
+  return probe_file_tool(path) == kTool;
 }
 
 Expected<ToolProbeFile> read_tool_probe_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return not_found("cannot open '", path, "'");
   ToolProbeFile pf;
-  std::string line;
-  for (int64_t n = 1; std::getline(f, line); ++n) {
-    if (line.empty()) continue;
-    const Json j = Json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
-      return corrupt(path, ":", n, ": not a probe file line");
-    if (j["type"] == "header") {
-      if (j.contains("start_utc") && j["start_utc"].is_string())
-        pf.start_utc = j["start_utc"].get<std::string>();
-      continue;
-    }
+  MTP_RETURN_IF_ERROR(read_probe_lines(path, &pf.start_utc, [&](const Json& j, int64_t n) -> Status {
     if (j["type"] != "tool_run" || !j.contains("pass") || !j["pass"].is_boolean() || !j.contains("leaks") ||
         !j["leaks"].is_number_integer() || !j.contains("side") || !j["side"].is_string())
       return corrupt(path, ":", n, ": a tool_run line needs \"pass\", \"leaks\" and \"side\"");
@@ -275,7 +262,8 @@ Expected<ToolProbeFile> read_tool_probe_file(const std::string& path) {
     r.side = j["side"].get<std::string>();
     r.scenario = j.value("scenario", "");
     pf.runs.push_back(std::move(r));
-  }
+    return Status::Ok();
+  }));
   return pf;
 }
 

@@ -245,5 +245,21 @@ TEST(ToolProbe, CliWritesAProbeFileTheGateJudges) {
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }
 
+TEST(ToolProbe, AMalformedProbeFileLineIsRefusedWithItsLine) {
+  TempDir dir;
+  const std::string path = dir.file("t.jsonl");
+  std::ofstream(path)
+      << R"({"type": "header", "tool": "mtp gate probe tools", "start_utc": "2026-06-01T00:00:00Z"})"
+      << "\n"
+      << R"({"type": "tool_run", "side": "target", "pass": true, "leaks": 0})"
+      << "\n"
+      << R"({"type": "tool_run", "side": "target", "pass": "yes", "leaks": 0})"
+      << "\n";
+  ASSERT_TRUE(is_tool_probe_file(path));
+  auto f = read_tool_probe_file(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), path + R"(:3: a tool_run line needs "pass", "leaks" and "side")");
+}
+
 }  // namespace
 }  // namespace mtp::gate
