@@ -245,6 +245,29 @@ TEST(ToolProbe, CliWritesAProbeFileTheGateJudges) {
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }
 
+TEST(ToolProbe, RulesPairCountWithMarkupLeaksAndWilsonWithThePassRate) {
+  auto error = [](const std::string& metric, const std::string& statistic) {
+    auto r = parse_rules(R"({"gate": "g", "rules": [{"id": "r", "metric": ")" + metric +
+                             R"(", "op": "<=", "threshold": 0, "statistic": ")" + statistic + R"("}]})",
+                         "rules.json");
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_EQ(error("markup_leaks", "count"), "accepted");
+  EXPECT_EQ(error("tool_call_pass_rate", "wilson"), "accepted");
+  EXPECT_EQ(error("markup_leaks", "wilson"),
+            "rules.json: rule 'r': statistic 'wilson' does not apply to metric 'markup_leaks' (wilson is for "
+            "draft_acceptance, "
+            "failure_rate, greedy_divergence and tool_call_pass_rate, and only wilson is)");
+  EXPECT_EQ(
+      error("tool_call_pass_rate", "count"),
+      "rules.json: rule 'r': statistic 'count' does not apply to metric 'tool_call_pass_rate' (wilson is for "
+      "draft_acceptance, failure_rate, greedy_divergence and tool_call_pass_rate, and only wilson is)");
+  EXPECT_EQ(error("ttft_ms", "count"),
+            "rules.json: rule 'r': statistic 'count' does not apply to metric 'ttft_ms' (count is for "
+            "markup_leaks, and only "
+            "count is)");
+}
+
 TEST(ToolProbe, AMalformedProbeFileLineIsRefusedWithItsLine) {
   TempDir dir;
   const std::string path = dir.file("t.jsonl");
