@@ -254,18 +254,20 @@ TEST(ToolProbe, RulesPairCountWithMarkupLeaksAndWilsonWithThePassRate) {
   };
   EXPECT_EQ(error("markup_leaks", "count"), "accepted");
   EXPECT_EQ(error("tool_call_pass_rate", "wilson"), "accepted");
-  EXPECT_EQ(error("markup_leaks", "wilson"),
-            "rules.json: rule 'r': statistic 'wilson' does not apply to metric 'markup_leaks' (wilson is for "
-            "draft_acceptance, "
-            "failure_rate, greedy_divergence and tool_call_pass_rate, and only wilson is)");
+  EXPECT_EQ(
+      error("markup_leaks", "wilson"),
+      "rules.json: rule 'r': statistic 'wilson' does not apply to metric 'markup_leaks' (it takes count)");
   EXPECT_EQ(
       error("tool_call_pass_rate", "count"),
-      "rules.json: rule 'r': statistic 'count' does not apply to metric 'tool_call_pass_rate' (wilson is for "
-      "draft_acceptance, failure_rate, greedy_divergence and tool_call_pass_rate, and only wilson is)");
-  EXPECT_EQ(error("ttft_ms", "count"),
-            "rules.json: rule 'r': statistic 'count' does not apply to metric 'ttft_ms' (count is for "
-            "markup_leaks, and only "
-            "count is)");
+      "rules.json: rule 'r': statistic 'count' does not apply to metric 'tool_call_pass_rate' (it takes "
+      "wilson)");
+  EXPECT_EQ(
+      error("ttft_ms", "count"),
+      "rules.json: rule 'r': statistic 'count' does not apply to metric 'ttft_ms' (it takes mean, median, "
+      "bootstrap_mean or bootstrap_median)");
+  EXPECT_EQ(error("kld_mean", "count"),
+            "rules.json: rule 'r': statistic 'count' does not apply to metric 'kld_mean' (it takes value or "
+            "normal)");
 }
 
 TEST(ToolProbe, AMalformedProbeFileLineIsRefusedWithItsLine) {
