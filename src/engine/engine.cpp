@@ -40,6 +40,14 @@ GeneratedToken make_token(int32_t id, std::span<const float> logits, bool want_l
   return t;
 }
 
+void mark_sources(std::vector<GeneratedToken>& round, int64_t accepted, int64_t n_draft) {
+  // `round` holds the round's emitted tokens: its first `accepted` are the kept drafts, then the trunk's
+  // token unless the request ended on an end token (which is not emitted).
+  MTP_CHECK(accepted >= 0 && static_cast<size_t>(accepted) <= round.size());
+  for (int64_t i = 0; i < accepted; ++i) round[static_cast<size_t>(i)].from_draft = true;
+  if (!round.empty()) round.back().round_drafted = static_cast<int32_t>(n_draft);
+}
+
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
     case FinishReason::kNone:
@@ -408,6 +416,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       if (used > n_draft || y != s.drafted[static_cast<size_t>(used - 1)]) break;
     }
     const int64_t accepted = std::min(used - 1, n_draft);
+    if (n_draft > 0) mark_sources(ev.tokens, accepted, n_draft);
     if (n_draft > 0) {
       s.timings.spec.add_round(n_draft, accepted);
       s.acceptance[static_cast<size_t>(info.head)].observe(n_draft, accepted);

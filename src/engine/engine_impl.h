@@ -47,6 +47,9 @@ struct Slot {
 
 // log-softmax of `logits` at `id` and, when asked, the n most likely ids (ties by lower id).
 GeneratedToken make_token(int32_t id, std::span<const float> logits, bool want_logprobs, int32_t n_probs);
+// Marks a verify round's tokens: the first `accepted` came from the draft; the last closes a round of
+// n_draft.
+void mark_sources(std::vector<GeneratedToken>& round, int64_t accepted, int64_t n_draft);
 
 struct Engine::Impl {
   const Model& model;

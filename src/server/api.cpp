@@ -371,6 +371,9 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
   MTP_API_TRY(get_bool(body, "ignore_eos", b));
   opt.ignore_eos = b.value_or(false);
   MTP_API_TRY(parse_stop(body, d, out.stop));
+  b.reset();
+  MTP_API_TRY(get_bool(body, "return_token_sources", b));
+  out.token_sources = b.value_or(false);
   MTP_API_TRY(parse_speculative(body, d, opt));
   // The prefix cache: llama-server's cache_prompt (default true); cache_salt keeps tenants apart (a request
   // reuses only what requests of the same salt left); OpenAI's prompt_cache_key is a routing hint, checked

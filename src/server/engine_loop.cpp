@@ -412,7 +412,8 @@ void EngineLoop::handle_event(SlotEvent& ev) {
     if (a.first_token_ms < 0) a.first_token_ms = a.since_submit.millis();
     ++a.n_generated;
     ++n_new;
-    a.held += a.decoder.push(t.id);
+    u.token_text.push_back(a.decoder.push(t.id));
+    a.held += u.token_text.back();
     u.tokens.push_back(std::move(t));
     release_text(a, u, false);
     if (a.ended) {

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <random>
 
+#include "base/check.h"
+
 namespace mtp::server {
 
 std::string dump_json(const Json& j) {
@@ -50,6 +52,18 @@ Json timings_json(const RequestTimings& t) {
   j["mean_acceptance_length"] = t.spec.mean_acc_len();
   j["acceptance_per_position"] = t.spec.acc_rate_per_pos();
   return j;
+}
+
+Json token_sources_json(const Update& u) {
+  MTP_CHECK(u.token_text.size() == u.tokens.size());
+  Json out = Json::array();
+  for (size_t i = 0; i < u.tokens.size(); ++i) {
+    const GeneratedToken& t = u.tokens[i];
+    Json e = Json{{"id", t.id}, {"text", u.token_text[i]}, {"source", t.from_draft ? "draft" : "trunk"}};
+    if (t.round_drafted > 0) e["drafted"] = t.round_drafted;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, const CacheUse& cache) {
@@ -174,6 +188,7 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
   count(u);
   std::vector<Json> out;
   Json lp = params_.logprobs && !u.tokens.empty() ? logprobs_json(u.tokens) : Json();
+  Json sources = params_.token_sources && !u.tokens.empty() ? token_sources_json(u) : Json();
   auto choice = [&](Json body_or_delta, const Json& finish) {
     Json ch = Json::object();
     ch["index"] = 0;
@@ -187,6 +202,8 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
     lp = Json();  // logprobs go with the first chunk of this update
     Json c = chunk_base();
     c["choices"] = Json::array({ch});
+    if (!sources.is_null()) c["token_sources"] = std::move(sources);  // so do token sources
+    sources = Json();
     return c;
   };
   if (chat()) {
@@ -199,7 +216,8 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
       for (auto& w : rest.warnings) d.warnings.push_back(std::move(w));
     }
     for (auto& w : d.warnings) warnings_.push_back(std::move(w));
-    if (!d.content.empty() || !d.reasoning_content.empty() || !d.tool_calls.empty() || !lp.is_null()) {
+    if (!d.content.empty() || !d.reasoning_content.empty() || !d.tool_calls.empty() || !lp.is_null() ||
+        !sources.is_null()) {
       Json delta = Json::object();
       if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
       if (!d.content.empty()) delta["content"] = d.content;
@@ -210,7 +228,7 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
       }
       out.push_back(choice(delta, nullptr));
     }
-  } else if (!u.text.empty() || !lp.is_null()) {
+  } else if (!u.text.empty() || !lp.is_null() || !sources.is_null()) {
     out.push_back(choice(u.text, nullptr));
   }
   if (u.done && !u.error) {
@@ -230,6 +248,8 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
 
 void ResponseBuilder::add(const Update& u) {
   count(u);
+  if (params_.token_sources)
+    for (Json& e : token_sources_json(u)) token_sources_.push_back(std::move(e));
   if (params_.logprobs && !u.tokens.empty()) {
     Json lp = logprobs_json(u.tokens);
     if (logprobs_.is_null()) {
@@ -275,6 +295,7 @@ Json ResponseBuilder::result() const {
   j["choices"] = Json::array({choice});
   j["usage"] = usage_json(n_prompt_, n_generated_, timings_.cache);
   j["timings"] = timings_json(timings_);
+  if (params_.token_sources) j["token_sources"] = token_sources_;
   return j;
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "page.h"
 #include "server/format.h"
 #include "server/llama_api.h"
 
@@ -33,7 +34,8 @@ void send_error(httplib::Response& res, const ApiError& e, int retry_after_s = 1
 // The route a path is counted under in /metrics (unknown paths share one label, so that scans cannot grow
 // the label set).
 std::string endpoint_label(const std::string& path) {
-  static const char* const kKnown[] = {"/v1/completions",
+  static const char* const kKnown[] = {"/",
+                                       "/v1/completions",
                                        "/completions",
                                        "/v1/chat/completions",
                                        "/chat/completions",
@@ -53,8 +55,10 @@ std::string endpoint_label(const std::string& path) {
   return "other";
 }
 
+// The page holds no data: it asks for an API key itself when the server wants one.
 bool is_public(const std::string& path) {
-  return path == "/health" || path == "/v1/health" || path == "/v1/models" || path == "/models";
+  return path == "/" || path == "/health" || path == "/v1/health" || path == "/v1/models" ||
+         path == "/models";
 }
 
 const char* status_text(int status) {
@@ -378,6 +382,9 @@ void Server::Impl::routes() {
     });
   http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Api::kNative);
+  });
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(chat_page().data(), chat_page().size(), "text/html; charset=utf-8");
   });
   http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, slots_json(loop.slots(), cfg.defaults.n_ctx));

@@ -105,6 +105,13 @@ struct GeneratedToken {
   int32_t id = 0;
   float logprob = 0;              // under the target distribution (log-softmax of the raw logits)
   std::vector<TokenLogprob> top;  // n_probs most likely, when asked
+  // How it came: an accepted draft token (the MTP head proposed it and the trunk's sampler drew the same
+  // token), or the trunk's own. A request's draft tokens number its timings' spec.accepted.
+  bool from_draft = false;
+  // On the last token a verify round emitted: how many draft tokens that round checked (0 elsewhere, and on
+  // every token of a step that did not draft). The round accepted the from_draft tokens just before it, and
+  // this one too when it is from_draft (a request that ended inside the round).
+  int32_t round_drafted = 0;
 };
 
 // What the prefix cache did for a request.

@@ -66,6 +66,9 @@ struct GenerationParams {
   bool max_tokens_set = false;
   std::vector<std::string> stop;
   bool logprobs = false;  // the endpoint's logprobs object is returned
+  // "return_token_sources": each token's text and how it came (draft or trunk) in a "token_sources" array
+  // (format.h); an extension, so OpenAI clients that do not ask see nothing new.
+  bool token_sources = false;
   // /v1/completions: the prompt as text, or as token ids when `prompt_is_tokens`.
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;

@@ -40,6 +40,9 @@ struct GenerationJob {
 struct Update {
   std::string text;                    // newly released text (stop strings and their prefixes held back)
   std::vector<GeneratedToken> tokens;  // tokens generated since the last update
+  // Per token: the text it completed (whole UTF-8 characters; a token inside a character adds "", the one
+  // that ends it carries it all), before stop strings are held back.
+  std::vector<std::string> token_text;
   bool done = false;
   std::string finish_reason;      // on done: "stop", "length" or "cancelled"
   std::string stop_word;          // on done: the stop string that ended the request ("" otherwise)

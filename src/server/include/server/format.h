@@ -29,6 +29,9 @@ Json timings_json(const RequestTimings& t);
 // "bytes", "top_logprobs": [{"id", "token", "logprob", "bytes"}, ...]} (OpenAI chat's shape; llama-server's
 // completion_probabilities add the ids).
 Json token_logprob_json(const Tokenizer& tokenizer, const GeneratedToken& t, bool with_ids);
+// The "return_token_sources" extension: one entry per token of `u`, {"id", "text", "source": "draft" or
+// "trunk", "drafted": N on the token that closes a verify round of N drafts (absent elsewhere)}.
+Json token_sources_json(const Update& u);
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, const CacheUse& cache = {});
 // One line on what the prefix cache did for a request, and why it did not reuse more.
 std::string cache_summary(const RequestTimings& timings);
@@ -93,6 +96,7 @@ class ResponseBuilder final : public ResponseFormatter {
   // Accumulated (non-streaming).
   std::string text_;
   Json logprobs_ = Json();
+  Json token_sources_ = Json::array();
   size_t text_offset_ = 0;
   int64_t n_generated_ = 0;
   std::string reason_;

@@ -7,8 +7,9 @@
 //   POST /tokenize, /detokenize
 //   POST /completion          llama-server's native completion API (llama_api.h); GET /slots
 //   GET  /v1/models (/models), /health (/v1/health), /metrics, /props
-// Every error is OpenAI-shaped JSON (api.h). With an API key, every endpoint but /health and /v1/models needs
-// "Authorization: Bearer KEY" (or "X-Api-Key: KEY").
+//   GET  /                    a chat page that colours each streamed token by how it came (page.h)
+// Every error is OpenAI-shaped JSON (api.h). With an API key, every endpoint but /, /health and /v1/models
+// needs "Authorization: Bearer KEY" (or "X-Api-Key: KEY").
 #pragma once
 
 #include <cstdint>
