@@ -58,6 +58,13 @@ Sources read_stream(const std::string& body) {
   return s;
 }
 
+// POSTs a streamed request and reads its token sources (none, with a failure, when the answer is not a 200).
+Sources stream(int port, const std::string& path, const Json& body) {
+  HttpResponse r = http_post(port, path, body.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.status == 200 ? read_stream(r.body) : Sources{};
+}
+
 Json completion(bool sources, bool speculative) {
   Json b = Json{{"prompt", "The model"}, {"max_tokens", 48}, {"temperature", 0},
                 {"ignore_eos", true},    {"stream", true},   {"speculative", speculative}};
@@ -68,9 +75,7 @@ Json completion(bool sources, bool speculative) {
 // Drafting on: some tokens are accepted drafts, and the stream's counts are the timings' counts.
 TEST(TokenSources, DraftTokensAreTheAcceptedOnes) {
   ServerProcess srv(kModel + " --spec mtp --draft-max 3");
-  HttpResponse r = http_post(srv.port(), "/v1/completions", completion(true, true).dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const Sources s = read_stream(r.body);
+  const Sources s = stream(srv.port(), "/v1/completions", completion(true, true));
   EXPECT_EQ(s.tokens, 48);
   EXPECT_GT(s.draft, 0);
   EXPECT_LT(s.draft, s.tokens);  // every round ends with the trunk's own token
@@ -96,9 +101,7 @@ TEST(TokenSources, DraftTokensAreTheAcceptedOnes) {
                    {"ignore_eos", true},
                    {"stream", true},
                    {"return_token_sources", true}};
-  r = http_post(srv.port(), "/v1/chat/completions", chat.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const Sources c = read_stream(r.body);
+  const Sources c = stream(srv.port(), "/v1/chat/completions", chat);
   EXPECT_EQ(c.tokens, 32);
   EXPECT_EQ(c.draft, c.timings["draft_n_accepted"].get<int64_t>());
 }
@@ -106,9 +109,7 @@ TEST(TokenSources, DraftTokensAreTheAcceptedOnes) {
 // Drafting off: every token is the trunk's, and no round is reported.
 TEST(TokenSources, PlainDecodingIsAllTrunk) {
   ServerProcess srv(kModel + " --spec mtp --draft-max 3");
-  HttpResponse r = http_post(srv.port(), "/v1/completions", completion(true, false).dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const Sources s = read_stream(r.body);
+  const Sources s = stream(srv.port(), "/v1/completions", completion(true, false));
   EXPECT_EQ(s.tokens, 48);
   EXPECT_EQ(s.draft, 0);
   EXPECT_EQ(s.rounds, 0);
