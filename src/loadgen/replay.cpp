@@ -2,11 +2,13 @@
 
 #include <condition_variable>
 #include <list>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "loadgen/live_history.h"
 #include "loadgen/prompts.h"
 
 namespace mtp::loadgen {
@@ -73,6 +75,17 @@ std::string random_nonce() {
   return buf;
 }
 
+// A session's turns so far; only the worker holding its current turn touches it.
+struct SessionState {
+  int64_t turns = 0;
+  LiveSession live;
+};
+
+// Whether a request's history can carry live replies: a chat turn of a session with recorded messages.
+bool live_turn(const ReplayOptions& o, const TraceRequest& t) {
+  return o.live_history && !t.session.empty() && !t.completions && !t.synthetic && t.messages.is_array();
+}
+
 // What the workers share.
 struct Replay {
   Replay(const ReplayOptions& o, const std::vector<TraceRequest>& reqs, JsonlWriter& out,
@@ -87,9 +100,19 @@ struct Replay {
   std::string model, nonce;
   std::mutex mu;  // everything below, and on_done
   std::condition_variable cv;
-  std::list<size_t> pending;   // not yet taken, in arrival order
-  std::set<std::string> busy;  // sessions with a turn in flight
+  std::list<size_t> pending;                     // not yet taken, in arrival order
+  std::set<std::string> busy;                    // sessions with a turn in flight
+  std::map<std::string, SessionState> sessions;  // nodes stay put, so a worker keeps its pointer
   Status status;
+
+  // The session state of request i (null: no session), its turn counted.
+  SessionState* begin_turn(size_t i) {
+    if (reqs[i].session.empty()) return nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    SessionState* s = &sessions[reqs[i].session];
+    ++s->turns;
+    return s;
+  }
 
   // The next request whose session is free, or none when all are taken; waits while only busy sessions
   // remain.
@@ -141,7 +164,18 @@ void replay_worker(Replay& rp, int w) {
       const int64_t wait = r.scheduled_ns - rp.clock.now_ns();
       if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
     }
-    (*client)->run(replay_request(rp.o, t, r.id, rp.model, rp.nonce), rp.clock, r);
+    SessionState* session = rp.begin_turn(*i);
+    if (session != nullptr) r.turn = session->turns;
+    if (session != nullptr && live_turn(rp.o, t)) {
+      const TurnMessages turn = next_turn(session->live, t.messages);
+      r.history = turn.live ? "live" : "recorded";
+      Reply reply;
+      (*client)->run(replay_request(rp.o, t, r.id, rp.model, rp.nonce, &turn.messages), rp.clock, r, &reply);
+      finish_turn(session->live, t.messages, turn,
+                  r.ok ? std::optional<Reply>(std::move(reply)) : std::nullopt);
+    } else {
+      (*client)->run(replay_request(rp.o, t, r.id, rp.model, rp.nonce), rp.clock, r);
+    }
     if (!rp.o.strata.empty())
       r.stratum = stratum_label(rp.o.strata, r.prompt_tokens >= 0 ? r.prompt_tokens : t.prompt_tokens);
     rp.done(*i, r);
@@ -166,7 +200,7 @@ int capped_max_tokens(int64_t output_tokens, int cap) {
 }
 
 ChatRequest replay_request(const ReplayOptions& o, const TraceRequest& t, int64_t index,
-                           const std::string& model, const std::string& nonce) {
+                           const std::string& model, const std::string& nonce, const Json* messages) {
   ChatRequest req;
   req.model = model;
   req.completions = t.completions;
@@ -182,7 +216,7 @@ ChatRequest replay_request(const ReplayOptions& o, const TraceRequest& t, int64_
   } else if (t.completions) {
     req.prompt = t.prompt;
   } else {
-    req.messages = t.messages;
+    req.messages = messages != nullptr ? *messages : t.messages;
   }
   if (!o.defeat_cache) return req;
   const std::string tag = str_cat("[replay ", nonce, " #", index, "]");
@@ -213,6 +247,7 @@ Json replay_header(const ReplayOptions& o, const std::vector<TraceRequest>& reqs
                      {"unknown_output_requests", unknown},
                      {"strata", o.strata},
                      {"cache", o.defeat_cache ? "defeat" : "reuse"},
+                     {"history", o.live_history ? "live" : "recorded"},
                      {"seed", o.seed},
                      {"timeout_s", o.client.timeout_s}};
   return run_header("mtp replay", o.tool_version, o.client.url, model, opts);

@@ -62,6 +62,8 @@ std::string read_request(const Json& j, RequestRecord& r) {
   if (auto it = j.find("timings"); it != j.end()) r.timings = *it;
   r.stratum = in.text("stratum");  // replay runs only
   r.trace_source = in.text("trace_source");
+  r.turn = in.i64("turn", true);
+  r.history = in.text("history");
   return in.error;
 }
 
@@ -300,28 +302,62 @@ int64_t stratum_start(const std::string& label) {
 
 }  // namespace
 
-std::vector<LevelSummary> summarize_strata(const RunData& run) {
+namespace {
+
+// One summary per (level, group) of the measured requests `label_of` gives a group ("": none), groups in
+// the order `rank` gives their labels.
+template <typename LabelOf, typename Rank>
+std::vector<LevelSummary> summarize_groups(const RunData& run, LabelOf label_of, Rank rank) {
   std::vector<LevelKey> order;
   std::map<LevelKey, std::map<std::string, std::vector<const RequestRecord*>>> groups;
   for (const RequestRecord& r : run.requests) {
-    if (r.stratum.empty() || r.warmup) continue;
+    const std::string label = label_of(r);
+    if (label.empty() || r.warmup) continue;
     const LevelKey key = level_key(r);
     if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
-    groups[key][r.stratum].push_back(&r);
+    groups[key][label].push_back(&r);
   }
   std::vector<LevelSummary> out;
   for (const LevelKey& c : order) {
     std::vector<std::string> labels;
     for (const auto& [label, reqs] : groups[c]) labels.push_back(label);
-    std::stable_sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {
-      return stratum_start(a) < stratum_start(b);
-    });
+    std::stable_sort(labels.begin(), labels.end(),
+                     [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
     for (const std::string& label : labels) {
       out.push_back(summarize_level(c, groups[c][label]));
-      out.back().stratum = label;
+      out.back().group = label;
     }
   }
   return out;
+}
+
+// Turns 1 and 2 on their own, then ranges doubling in length: "3-4", "5-8", ..., ">64".
+constexpr int64_t kLastTurnBound = 64;
+
+std::string turn_label(int64_t turn) {
+  if (turn < 1) return "";
+  if (turn <= 2) return std::to_string(turn);
+  if (turn > kLastTurnBound) return str_cat(">", kLastTurnBound);
+  int64_t hi = 2;
+  while (hi < turn) hi *= 2;
+  return str_cat(hi / 2 + 1, "-", hi);
+}
+
+int64_t turn_rank(const std::string& label) {
+  if (label.starts_with(">")) return std::numeric_limits<int64_t>::max();
+  return std::strtoll(label.c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+std::vector<LevelSummary> summarize_strata(const RunData& run) {
+  return summarize_groups(
+      run, [](const RequestRecord& r) { return r.stratum; }, stratum_start);
+}
+
+std::vector<LevelSummary> summarize_turns(const RunData& run) {
+  return summarize_groups(
+      run, [](const RequestRecord& r) { return turn_label(r.turn); }, turn_rank);
 }
 
 }  // namespace mtp::loadgen

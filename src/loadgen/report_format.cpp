@@ -76,7 +76,8 @@ void put_spec(Json& j, const LevelSummary& s) {
   }
 }
 
-Json level_json(const LevelSummary& s) {
+// `group_key` names the group of a per-group summary ("stratum", "turns").
+Json level_json(const LevelSummary& s, const char* group_key = "") {
   Json j = {{"max_concurrency", s.concurrency},
             {"request_rate", s.rate > 0 ? Json(s.rate) : Json("inf")},
             {"completed", s.completed},
@@ -96,7 +97,7 @@ Json level_json(const LevelSummary& s) {
   j["max_dispatch_lag_ms"] = s.lag_ms.n > 0 ? Json(s.lag_ms.max) : Json();
   j["token_sources"] = s.token_sources;
   put_spec(j, s);
-  if (!s.stratum.empty()) j["stratum"] = s.stratum;
+  if (!s.group.empty()) j[group_key] = s.group;
   if (!s.server.empty()) j["server"] = s.server;
   return j;
 }
@@ -110,18 +111,17 @@ std::string level_label(int concurrency, double rate) {
   return buf;
 }
 
-std::string markdown_report(const std::vector<LevelSummary>& levels) {
-  const bool strata =
-      std::any_of(levels.begin(), levels.end(), [](const LevelSummary& s) { return !s.stratum.empty(); });
-  std::string out = strata ? "| prompt tokens " : "";
+std::string markdown_report(const std::vector<LevelSummary>& levels, const std::string& group_title) {
+  const bool grouped = !group_title.empty();
+  std::string out = grouped ? "| " + group_title + " " : "";
   out +=
       "| c | ok | failed | TTFT ms p50 / p90 / p99 | TPOT ms p50 / p99 | ITL ms p50 / p99 | E2E s p50 / p99 "
       "| output tok/s | req/s | dispatch lag ms mean / max | draft acceptance |\n"
       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  if (strata) out.insert(out.find('\n') + 1, "|---");
+  if (grouped) out.insert(out.find('\n') + 1, "|---");
   for (const LevelSummary& s : levels) {
     const std::string lag = s.lag_ms.n == 0 ? "-" : fmt(s.lag_ms.mean, 2) + " / " + fmt(s.lag_ms.max, 2);
-    if (strata) out += "| " + s.stratum + " ";
+    if (grouped) out += "| " + s.group + " ";
     const std::string level = level_label(s.concurrency, s.rate) + (s.server.empty() ? "" : " " + s.server);
     out += str_cat("| ", level, " | ", s.completed, " | ", s.failed, " | ", cell(s.ttft_ms, 1, true), " | ",
                    cell(s.tpot_ms, 2), " | ", cell(s.itl_ms, 2), " | ", cell(s.e2el_ms, 2, false, 1e-3),
@@ -161,7 +161,7 @@ std::string markdown_server_spec(const std::vector<LevelSummary>& levels) {
 }
 
 Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source,
-                 const std::vector<LevelSummary>& strata) {
+                 const std::vector<LevelSummary>& strata, const std::vector<LevelSummary>& turns) {
   Json j = Json::object();
   j["source"] = source;
   j["header"] = run.header;
@@ -169,7 +169,11 @@ Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, co
   for (const LevelSummary& s : levels) j["levels"].push_back(level_json(s));
   if (!strata.empty()) {
     j["strata"] = Json::array();
-    for (const LevelSummary& s : strata) j["strata"].push_back(level_json(s));
+    for (const LevelSummary& s : strata) j["strata"].push_back(level_json(s, "stratum"));
+  }
+  if (!turns.empty()) {
+    j["turns"] = Json::array();
+    for (const LevelSummary& s : turns) j["turns"].push_back(level_json(s, "turns"));
   }
   return j;
 }

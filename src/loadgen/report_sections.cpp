@@ -17,7 +17,10 @@ std::string markdown_sections(const RunData& run) {
   std::string out = markdown_report(levels);
   // Replay runs with --strata: the same figures per prompt-length range.
   if (const auto strata = summarize_strata(run); !strata.empty())
-    out += section("Per depth stratum", markdown_report(strata));
+    out += section("Per depth stratum", markdown_report(strata, "prompt tokens"));
+  // Replay runs with sessions: the same figures per turn, so a prefix cache's effect on TTFT shows.
+  if (const auto turns = summarize_turns(run); !turns.empty())
+    out += section("Per turn of a session", markdown_report(turns, "turn"));
   // Runs with --repeat: mean and 95% interval over the repeats.
   if (const auto repeats = summarize_repeats(run); !repeats.empty())
     out += section("Over the repeats", markdown_repeats(repeats));
@@ -30,7 +33,7 @@ std::string markdown_sections(const RunData& run) {
 }
 
 Json json_sections(const RunData& run, const std::string& source) {
-  Json j = json_report(run, summarize_run(run), source, summarize_strata(run));
+  Json j = json_report(run, summarize_run(run), source, summarize_strata(run), summarize_turns(run));
   if (const auto repeats = summarize_repeats(run); !repeats.empty()) j["repeats"] = repeats_json(repeats);
   if (const auto pairs = summarize_pairs(run); !pairs.empty()) j["paired"] = pairs_json(pairs);
   return j;

@@ -114,7 +114,9 @@ void add_requests(Level& lv, const std::string& model, int64_t first_id) {
   for (int i = 0; i < o.warmup + o.requests; ++i) {
     ChatRequest req;
     req.model = model;
-    req.prompt = synthetic_prompt(o.seed, first_id + i, o.prompt_tokens);
+    const int64_t id = first_id + i;
+    req.prompt =
+        synthetic_prompt(o.seed, id, prompt_length(o.seed, id, o.prompt_tokens, o.prompt_tokens_max));
     req.max_tokens = o.max_tokens;
     req.temperature = o.temperature;
     req.ignore_eos = o.ignore_eos;
@@ -188,19 +190,21 @@ std::vector<int64_t> poisson_offsets_ns(double rate, int n, uint64_t seed, int l
 }
 
 Json header_json(const BenchOptions& o, const std::string& model) {
-  const Json opts = {{"concurrency", o.levels},
-                     {"requests", o.requests},
-                     {"warmup", o.warmup},
-                     {"repeat", o.repeat},
-                     {"prompt_tokens", o.prompt_tokens},
-                     {"max_tokens", o.max_tokens},
-                     {"seed", o.seed},
-                     {"timeout_s", o.client.timeout_s},
-                     {"temperature", o.temperature ? Json(*o.temperature) : Json()},
-                     {"ignore_eos", o.ignore_eos},
-                     {"rate", o.rates.empty() ? Json() : Json(o.rates)},
-                     {"baseline", o.baseline_url.empty() ? Json() : Json(o.baseline_url)},
-                     {"load", o.rates.empty() ? "closed-loop" : "poisson"}};
+  const Json opts = {
+      {"concurrency", o.levels},
+      {"requests", o.requests},
+      {"warmup", o.warmup},
+      {"repeat", o.repeat},
+      {"prompt_tokens", o.prompt_tokens},
+      {"prompt_tokens_max", o.prompt_tokens_max > o.prompt_tokens ? Json(o.prompt_tokens_max) : Json()},
+      {"max_tokens", o.max_tokens},
+      {"seed", o.seed},
+      {"timeout_s", o.client.timeout_s},
+      {"temperature", o.temperature ? Json(*o.temperature) : Json()},
+      {"ignore_eos", o.ignore_eos},
+      {"rate", o.rates.empty() ? Json() : Json(o.rates)},
+      {"baseline", o.baseline_url.empty() ? Json() : Json(o.baseline_url)},
+      {"load", o.rates.empty() ? "closed-loop" : "poisson"}};
   return run_header("mtp bench", o.tool_version, o.client.url, model, opts);
 }
 

@@ -65,6 +65,36 @@ void read_choice(const Json& chunk, EventRecord& e, bool& finished) {
   e.kind = content > 0 ? "content" : reasoning > 0 ? "reasoning" : any_call ? "tool_call" : "empty";
 }
 
+// Adds the first choice's delta text of `chunk` to `reply`. A tool call's first delta brings its id and name,
+// later ones with the same index more of its arguments.
+void add_to_reply(const Json& chunk, Reply& reply) {
+  const Json* choices = member(chunk, "choices");
+  if (choices == nullptr || !choices->is_array() || choices->empty()) return;
+  const Json& choice = (*choices)[0];
+  reply.content += string_at(choice, "text");
+  const Json* delta = member(choice, "delta");
+  if (delta == nullptr) return;
+  reply.content += string_at(*delta, "content");
+  reply.reasoning += string_at(*delta, "reasoning_content") + string_at(*delta, "reasoning");
+  const Json* calls = member(*delta, "tool_calls");
+  if (calls == nullptr || !calls->is_array()) return;
+  for (const Json& c : *calls) {
+    const Json* index = member(c, "index");
+    const int64_t i = index != nullptr && index->is_number_integer() ? index->get<int64_t>() : 0;
+    if (i < 0 || i > 1024) continue;  // a bogus index must not grow the array without bound
+    while (static_cast<int64_t>(reply.tool_calls.size()) <= i)
+      reply.tool_calls.push_back(
+          Json{{"id", ""}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
+    Json& call = reply.tool_calls[static_cast<size_t>(i)];
+    if (const std::string id = string_at(c, "id"); !id.empty()) call["id"] = id;
+    if (const Json* f = member(c, "function")) {
+      call["function"]["name"] = call["function"]["name"].get<std::string>() + string_at(*f, "name");
+      call["function"]["arguments"] =
+          call["function"]["arguments"].get<std::string>() + string_at(*f, "arguments");
+    }
+  }
+}
+
 std::string error_text(const Json& err) {
   const std::string msg = string_at(err, "message");
   return msg.empty() ? err.dump() : msg;
@@ -87,10 +117,11 @@ std::string transport_error(httplib::Error e) {
 
 // The state of one stream while its bytes arrive.
 struct Stream {
-  Stream(const RunClock& clock, RequestRecord& r) : clock(clock), r(r) {}
+  Stream(const RunClock& clock, RequestRecord& r, Reply* reply) : clock(clock), r(r), reply(reply) {}
 
   const RunClock& clock;
   RequestRecord& r;
+  Reply* reply;  // null: the text is not kept
   SseParser sse;
   std::string body;  // an error response's body (first kErrorBodyMax bytes)
   std::string error;
@@ -122,6 +153,7 @@ struct Stream {
     EventRecord e;
     e.t_ns = t;
     read_choice(chunk, e, finished);
+    if (reply != nullptr) add_to_reply(chunk, *reply);
     if (const Json* usage = member(chunk, "usage")) {
       r.prompt_tokens = int_at(*usage, "prompt_tokens");
       r.completion_tokens = int_at(*usage, "completion_tokens");
@@ -221,18 +253,20 @@ Expected<std::unique_ptr<StreamClient>> StreamClient::create(const ClientOptions
   return c;
 }
 
-void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRecord& r) {
+void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRecord& r, Reply* reply) {
   // A kept-alive connection the server closed after its last response (llama-server does, after a stream)
   // fails at once with no byte of answer: the request never reached a live connection, so it goes again,
   // once, on a fresh one. Any other failure, or one after a response began, is the request's.
   const RequestRecord blank = r;
-  if (!run_attempt(req, clock, r)) return;
+  if (!run_attempt(req, clock, r, reply)) return;
   r = blank;
-  run_attempt(req, clock, r);
+  if (reply != nullptr) *reply = Reply{};
+  run_attempt(req, clock, r, reply);
 }
 
-bool StreamClient::run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r) {
-  Stream s(clock, r);
+bool StreamClient::run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r,
+                               Reply* reply) {
+  Stream s(clock, r, reply);
   httplib::Request hr;
   hr.method = "POST";
   hr.path = impl_->prefix + (req.completions ? "/v1/completions" : "/v1/chat/completions");

@@ -11,7 +11,7 @@ namespace {
 
 // The assistant reply SGLang's agentic loader asks for when no output length is given (its default: the
 // average reply of OpenHands-style traces); we send it as max_tokens and put a synthetic reply of that many
-// words between turns, since the trace records no replies and ours are not threaded back.
+// words between turns, since the trace records no replies (`--history live` puts the server's own there).
 constexpr int kAgenticReplyTokens = 220;
 
 void skip(TraceSkips* skips, const std::string& where, const std::string& why) {

@@ -88,6 +88,9 @@ void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length in words, about one token each")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--prompt-tokens-max", o.prompt_tokens_max,
+                  "Vary prompt lengths: each uniform in [--prompt-tokens, this] (default: all equal)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-tokens", o.max_tokens, "max_tokens of each request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -107,6 +110,9 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   if (auto url = loadgen::split_url(o.client.url); !url.ok()) return report_error("bench", url.status());
   if (auto url = loadgen::split_url(o.baseline_url); !o.baseline_url.empty() && !url.ok())
     return report_error("bench", url.status());
+  if (o.prompt_tokens_max > 0 && o.prompt_tokens_max < o.prompt_tokens)
+    return report_error("bench", invalid_argument("--prompt-tokens-max ", o.prompt_tokens_max,
+                                                  " is below --prompt-tokens ", o.prompt_tokens));
   auto writer = loadgen::JsonlWriter::open(path);
   if (!writer.ok()) return report_error("bench", writer.status());
   const int servers = o.baseline_url.empty() ? 1 : 2;

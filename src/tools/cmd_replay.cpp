@@ -16,7 +16,7 @@ namespace {
 
 struct ReplayArgs {
   loadgen::ReplayOptions o;
-  std::string trace, format = "auto", cache = "reuse", output;
+  std::string trace, format = "auto", cache = "reuse", history = "recorded", output;
   std::optional<int> concurrency;
   std::vector<int64_t> strata;
   int64_t limit = 0;
@@ -50,6 +50,11 @@ void add_options(CLI::App* cmd, ReplayArgs& a) {
                   "reuse: prompts as recorded; defeat: a unique nonce and cache_salt each")
       ->check(CLI::IsMember({"reuse", "defeat"}))
       ->capture_default_str();
+  cmd->add_option("--history", a.history,
+                  "Multi-turn sessions: recorded (each turn's history as in the trace) or live (the server's "
+                  "own replies to the earlier turns)")
+      ->check(CLI::IsMember({"recorded", "live"}))
+      ->capture_default_str();
   cmd->add_option("--limit", a.limit, "Replay only the first N requests (in arrival order)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a.o.seed, "Seed of the synthetic prompts")->capture_default_str();
@@ -67,6 +72,7 @@ Status finish_options(ReplayArgs& a) {
   a.o.strata = a.strata;
   a.o.concurrency = a.concurrency.value_or(a.o.time_scale ? 64 : 1);
   a.o.defeat_cache = a.cache == "defeat";
+  a.o.live_history = a.history == "live";
   a.o.trace = a.trace;
   a.o.tool_version = MTP_VERSION;
   a.o.on_warning = [](const std::string& why) {

@@ -67,6 +67,10 @@ TEST(BenchCommand, BadFlagsExit2) {
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --rate fast -o /dev/null").exit_code, 2);
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --repeat 0 -o /dev/null").exit_code, 2);
   EXPECT_EQ(run_mtp("bench --url http://127.0.0.1:1 --baseline 127.0.0.1:2 -o /dev/null").exit_code, 2);
+  const auto range =
+      run_mtp("bench --url http://127.0.0.1:1 --prompt-tokens 64 --prompt-tokens-max 32 -o /dev/null", true);
+  EXPECT_EQ(range.exit_code, 2);
+  EXPECT_EQ(range.output, "mtp bench: --prompt-tokens-max 32 is below --prompt-tokens 64\n");
 }
 
 TEST(BenchCommand, MeasuresTheFakeServerAndPrintsTheReport) {

@@ -1,12 +1,13 @@
 // An OpenAI-style streaming server in the test process: cpp-httplib on a loopback port, answering
-// POST /v1/chat/completions with a scripted SSE stream (each chunk after its own delay), or with one of the
-// failures the client must survive; and, when asked, GET /metrics with vLLM's speculative-decoding counters
-// (404 otherwise, as llama-server without --metrics).
+// POST /v1/chat/completions with a scripted SSE stream (each chunk after its own delay; fixed, or chosen per
+// request from its body), or with one of the failures the client must survive; and, when asked, GET /metrics
+// with vLLM's speculative-decoding counters (404 otherwise, as llama-server without --metrics).
 #pragma once
 
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +23,13 @@ struct ScriptedChunk {
 };
 
 enum class FakeMode { kStream, kStatus500, kCloseMidStream };
+
+// What one request gets, when the answer depends on the request (FakeServer::respond_with).
+struct ScriptedAnswer {
+  FakeMode mode = FakeMode::kStream;
+  std::vector<ScriptedChunk> script;
+};
+using Responder = std::function<ScriptedAnswer(const nlohmann::json& body)>;
 
 // What each chat request adds to the server's /metrics counters.
 struct ScriptedCounters {
@@ -87,22 +95,25 @@ class FakeServer {
   FakeServer(std::vector<ScriptedChunk> script, FakeMode mode = FakeMode::kStream)
       : script_(std::move(script)), mode_(mode) {
     server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      ScriptedAnswer answer{mode_, script_};
       {
         std::lock_guard<std::mutex> lock(mu_);
         last_body_ = req.body;
         bodies_.push_back(req.body);
         received_.push_back(std::chrono::steady_clock::now());
+        if (responder_) answer = responder_(nlohmann::json::parse(req.body));
       }
-      if (mode_ == FakeMode::kStatus500) {
+      if (answer.mode == FakeMode::kStatus500) {
         res.status = 500;
         res.set_content(R"({"error":{"message":"scripted failure"}})", "application/json");
         return;
       }
-      res.set_chunked_content_provider("text/event-stream", [this](size_t, httplib::DataSink& sink) {
-        for (size_t i = 0; i < script_.size(); ++i) {
-          if (mode_ == FakeMode::kCloseMidStream && i == script_.size() / 2) return false;  // drop the socket
-          std::this_thread::sleep_for(std::chrono::milliseconds(script_[i].delay_ms));
-          const std::string ev = "data: " + script_[i].data + "\n\n";
+      res.set_chunked_content_provider("text/event-stream", [answer](size_t, httplib::DataSink& sink) {
+        const auto& script = answer.script;
+        for (size_t i = 0; i < script.size(); ++i) {
+          if (answer.mode == FakeMode::kCloseMidStream && i == script.size() / 2) return false;  // drop it
+          std::this_thread::sleep_for(std::chrono::milliseconds(script[i].delay_ms));
+          const std::string ev = "data: " + script[i].data + "\n\n";
           if (!sink.write(ev.data(), ev.size())) return false;
         }
         sink.done();
@@ -131,6 +142,11 @@ class FakeServer {
     thread_.join();
   }
   int port() const { return port_; }
+  // Every later chat request is answered as `r` says for its body, instead of the fixed script.
+  void respond_with(Responder r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    responder_ = std::move(r);
+  }
   // GET /metrics: vLLM's counters, `per_request` times the chat requests received so far.
   void serve_counters(const ScriptedCounters& per_request) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -167,6 +183,7 @@ class FakeServer {
   std::vector<std::string> bodies_;
   std::vector<std::chrono::steady_clock::time_point> received_;
   std::optional<ScriptedCounters> counters_;
+  Responder responder_;
   std::string metrics_body_;
 };
 

@@ -1,8 +1,10 @@
 // `mtp serve --record` on the bundled model, then `mtp replay` of what it recorded against the same server;
-// the redacted trace keeps no text; `mtp replay`'s errors as a user sees them.
+// the redacted trace keeps no text; `--history live` against the server's prefix cache; `mtp replay`'s errors
+// as a user sees them.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -191,6 +193,64 @@ TEST(ServeRecord, UnwritableFileFailsAtStartAndRedactNeedsRecord) {
   const auto alone = run_mtp("serve -m models/example.gguf --port 0 --record-redact", true);
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_EQ(alone.output, "mtp serve: --record-redact needs --record FILE\n");
+}
+
+// A three-turn session of our trace format whose recorded replies are text the model would not write.
+std::string three_turn_trace() {
+  std::string out;
+  Json messages = Json::array();
+  for (int k = 1; k <= 3; ++k) {
+    if (k > 1)
+      messages.push_back(Json{{"role", "assistant"}, {"content", str_cat("recorded answer number ", k)}});
+    messages.push_back(Json{{"role", "user"}, {"content", str_cat("question number ", k, " about the sea")}});
+    const Json line = {{"type", "trace"}, {"endpoint", "/v1/chat/completions"},
+                       {"session", "s"},  {"messages", messages},
+                       {"max_tokens", 6}, {"params", {{"temperature", 0}, {"ignore_eos", true}}}};
+    out += line.dump() + "\n";
+  }
+  return out;
+}
+
+// `mtp replay --history HISTORY` of the three-turn trace against our server: the run's requests by turn.
+std::vector<RequestRecord> replay_turns(const std::string& trace, int port, const std::string& history) {
+  const std::string run = trace + "." + history + ".run.jsonl";
+  const auto r = run_mtp(str_cat("replay '", trace, "' --url http://127.0.0.1:", port, " --history ", history,
+                                 " -o '", run, "' --timeout 120"),
+                         true);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Per turn of a session"), std::string::npos) << r.output;
+  auto data = read_run(run);
+  std::filesystem::remove(run);
+  if (!data.ok() || data->requests.size() != 3) return {};
+  std::vector<RequestRecord> by_turn = data->requests;
+  std::sort(by_turn.begin(), by_turn.end(), [](const auto& a, const auto& b) { return a.turn < b.turn; });
+  return by_turn;
+}
+
+// Against our server with its prefix cache: under --history live each turn extends what the server saw and
+// generated, so the cache gives turn 2 more of its prompt than under the recorded history, whose recorded
+// reply the server never produced.
+TEST(ReplayCommand, LiveHistoryAgainstOurServerReusesTheConversationItProduced) {
+  const std::string trace = write_temp("replay_live_turns", three_turn_trace());
+  ServerProcess srv("-m models/example.gguf");
+  const std::vector<RequestRecord> live = replay_turns(trace, srv.port(), "live");
+  const std::vector<RequestRecord> recorded = replay_turns(trace, srv.port(), "recorded");
+  ASSERT_EQ(live.size(), 3u);
+  ASSERT_EQ(recorded.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_TRUE(live[k].ok) << live[k].error;
+    EXPECT_EQ(live[k].turn, static_cast<int64_t>(k) + 1);
+    EXPECT_EQ(live[k].history, "live");
+    EXPECT_TRUE(recorded[k].history.empty());
+  }
+  const int64_t live_cached = live[1].timings.value("cache_n", -1);
+  const int64_t recorded_cached = recorded[1].timings.value("cache_n", -1);
+  EXPECT_GE(live_cached, live[0].prompt_tokens) << live[1].timings.dump();
+  EXPECT_GT(live_cached, recorded_cached) << live[1].timings.dump() << recorded[1].timings.dump();
+  const auto bad =
+      run_mtp("replay '" + trace + "' --url http://127.0.0.1:1 -o /dev/null --history maybe", true);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  std::filesystem::remove(trace);
 }
 
 TEST(ReplayCommand, MalformedTraceIsOneLineAndExit1BadFlagExit2) {

@@ -200,11 +200,11 @@ TEST(Replay, StrataLabelsAndPerStratumReport) {
   }
   const std::vector<LevelSummary> s = summarize_strata(run);
   ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].stratum, "<2048");  // by prompt length, not by first appearance
+  EXPECT_EQ(s[0].group, "<2048");  // by prompt length, not by first appearance
   EXPECT_EQ(s[0].completed, 3);
-  EXPECT_EQ(s[1].stratum, ">=32768");
+  EXPECT_EQ(s[1].group, ">=32768");
   EXPECT_EQ(s[1].completed, 2);
-  const std::string table = markdown_report(s);
+  const std::string table = markdown_report(s, "prompt tokens");
   EXPECT_EQ(table.rfind("| prompt tokens | c | ok |", 0), 0u) << table;
   EXPECT_NE(table.find("| >=32768 | 1 | 2 | 0 |"), std::string::npos) << table;
   // A bench run has no strata: no per-stratum summaries, the table as before.

@@ -2,9 +2,11 @@
 // events, warm-up flagged; failures are records and the run still succeeds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "fake_server.h"
+#include "loadgen/prompts.h"
 #include "loadgen/report.h"
 #include "loadgen/runner.h"
 #include "run_fixture.h"
@@ -53,6 +55,36 @@ TEST(Runner, WritesEveryRequestPerLevelWithWarmupFlagged) {
   EXPECT_EQ(levels[1].draft_n, 6);
   EXPECT_GT(levels[0].output_throughput, 0);
   std::filesystem::remove(path);
+}
+
+size_t words(const std::string& body) {
+  const std::string text = nlohmann::json::parse(body)["messages"][0]["content"].get<std::string>();
+  return static_cast<size_t>(std::count(text.begin(), text.end(), ' ')) + 1;
+}
+
+// --prompt-tokens-max: lengths spread over the whole range, each prompt still its own words.
+TEST(Runner, PromptLengthsAreUniformInTheRangeWhenAMaximumIsGiven) {
+  std::set<int> lengths;
+  for (int64_t id = 0; id < 400; ++id) {
+    const int n = prompt_length(1, id, 10, 13);
+    EXPECT_GE(n, 10);
+    EXPECT_LE(n, 13);
+    lengths.insert(n);
+  }
+  EXPECT_EQ(lengths.size(), 4u);
+  EXPECT_EQ(prompt_length(1, 5, 10, 0), 10);  // no maximum: all equal
+  FakeServer server(two_delta_script());
+  BenchOptions o = bench_options(server.url(), {2}, 16, 8, 4);
+  o.prompt_tokens = 8;
+  o.prompt_tokens_max = 24;
+  run_to_file("runner_lengths", [&](JsonlWriter& out) { return run_bench(o, out); });
+  std::set<size_t> sent;
+  for (const std::string& b : server.bodies()) {
+    EXPECT_GE(words(b), 8u);
+    EXPECT_LE(words(b), 24u);
+    sent.insert(words(b));
+  }
+  EXPECT_GT(sent.size(), 3u);
 }
 
 TEST(Runner, FailuresAreCountedAndTheRunCompletes) {

@@ -13,4 +13,8 @@ namespace mtp::loadgen {
 // different pairs give unrelated word sequences (a prefix cache shares at most a few leading words).
 std::string synthetic_prompt(uint64_t seed, int64_t id, int words);
 
+// The length of prompt `id`: `lo` when `hi` <= `lo`, else uniform in [lo, hi] from a generator seeded by
+// (seed, id), independent of the prompt's words.
+int prompt_length(uint64_t seed, int64_t id, int lo, int hi);
+
 }  // namespace mtp::loadgen

@@ -37,7 +37,8 @@ struct LevelSummary {
   int concurrency = 0;  // with a rate: the cap on requests in flight
   double rate = 0;      // arrival rate in requests/s; 0: closed loop
   std::string server;   // with --baseline: "target" or "baseline"
-  std::string stratum;  // set in per-stratum summaries (replay runs): the prompt-token range
+  // Set in per-group summaries of replay runs: the depth stratum ("2048-8192") or the turns ("3-4").
+  std::string group;
   int completed = 0, failed = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0;
   double duration_s = 0;      // first measured send to last measured end
@@ -63,18 +64,22 @@ double request_tpot_s(const RequestRecord& r);
 // One summary per (level, depth stratum) of a run whose requests carry strata (`mtp replay --strata`), in
 // level order, then by prompt length; empty for other runs.
 std::vector<LevelSummary> summarize_strata(const RunData& run);
+// One summary per (level, turn range) of a replay run whose requests carry turns (sessions): turns 1 and 2,
+// then "3-4", "5-8", ... up to ">64"; empty for other runs. TTFT by turn shows what a prefix cache reuses.
+std::vector<LevelSummary> summarize_turns(const RunData& run);
 
 // A level as the tables name it: "4" (closed loop), "0.5/s c<=4" (a rate, then the cap on requests in
 // flight).
 std::string level_label(int concurrency, double rate);
 
-// A markdown table, one row per level (with a first "prompt tokens" column for per-stratum summaries).
-std::string markdown_report(const std::vector<LevelSummary>& levels);
+// A markdown table, one row per level (with a first column `group_title` for per-group summaries).
+std::string markdown_report(const std::vector<LevelSummary>& levels, const std::string& group_title = "");
 // A table of the server's /metrics speculative-decoding figures per level; "" when no level has them.
 std::string markdown_server_spec(const std::vector<LevelSummary>& levels);
-// The JSON summary: {"source", "header", "levels": [...]} with vLLM's result keys per level, and "strata":
-// [...] (each also with "stratum") when `strata` is not empty.
+// The JSON summary: {"source", "header", "levels": [...]} with vLLM's result keys per level, "strata": [...]
+// (each also with "stratum") when `strata` is not empty, and "turns": [...] (each with "turns") when
+// `turns` is not empty.
 Json json_report(const RunData& run, const std::vector<LevelSummary>& levels, const std::string& source,
-                 const std::vector<LevelSummary>& strata = {});
+                 const std::vector<LevelSummary>& strata = {}, const std::vector<LevelSummary>& turns = {});
 
 }  // namespace mtp::loadgen

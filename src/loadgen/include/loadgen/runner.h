@@ -29,6 +29,7 @@ struct BenchOptions {
   int repeat = 1;  // runs of every level; each run sweeps all levels, so a drift spreads over them all
   int warmup = 1;  // warm-up requests per level, before the measured ones, excluded from metrics
   int prompt_tokens = 128;
+  int prompt_tokens_max = 0;  // > prompt_tokens: each prompt's length uniform in [prompt_tokens, this]
   int max_tokens = 128;
   uint64_t seed = 1;
   std::optional<double> temperature;

@@ -32,6 +32,14 @@ struct ChatRequest {
   bool completions = false;
 };
 
+// The text a stream carried, put together from its deltas (`mtp replay --history live` sends it back as the
+// next turn's assistant message): content (or a completions stream's text), reasoning, and the tool calls,
+// each {"id", "type": "function", "function": {"name", "arguments"}} merged by its delta index.
+struct Reply {
+  std::string content, reasoning;
+  Json tool_calls = Json::array();
+};
+
 // The JSON body sent for `req`: stream with usage, one user message (or `messages`, or a completions
 // prompt), then `extra`'s fields where the body has none of its own.
 Json chat_body(const ChatRequest& req);
@@ -43,8 +51,8 @@ class StreamClient {
   static Expected<std::unique_ptr<StreamClient>> create(const ClientOptions& options);
 
   // Sends `req` and fills `r` (sent, first token, end, events, usage, timings, ok or error); `r`'s id, level,
-  // worker, warmup and scheduled_ns are the caller's.
-  void run(const ChatRequest& req, const RunClock& clock, RequestRecord& r);
+  // worker, warmup and scheduled_ns are the caller's. With `reply`, also the text the stream carried.
+  void run(const ChatRequest& req, const RunClock& clock, RequestRecord& r, Reply* reply = nullptr);
 
   // The first model id from GET /v1/models, or an error.
   Expected<std::string> first_model();
@@ -55,7 +63,7 @@ class StreamClient {
 
  private:
   // One try; true when it failed at once on a kept-alive connection the server had closed.
-  bool run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r);
+  bool run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r, Reply* reply);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
