@@ -121,7 +121,7 @@ template <typename J>  // the server's nlohmann::json or our ordered Json
 std::string last_user(const J& body) {
   std::string last;
   for (const auto& m : body["messages"])
-    if (m["role"] == "user") last = m["content"].get<std::string>();
+    if (m["role"] == "user") last = m["content"].template get<std::string>();
   return last;
 }
 
