@@ -141,12 +141,9 @@ Responder live_responder(const std::map<std::string, FakeMode>& failures = {}) {
 }
 
 ReplayOptions live_options(const std::string& url) {
-  ReplayOptions o;
-  o.client.url = url;
-  o.client.timeout_s = 30;
+  ReplayOptions o = replay_options(url);
   o.concurrency = 2;
   o.live_history = true;
-  o.tool_version = "test";
   return o;
 }
 

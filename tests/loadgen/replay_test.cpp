@@ -38,11 +38,8 @@ std::vector<TraceRequest> trace(int n, int sessions) {
 }
 
 ReplayOptions options(const std::string& url) {
-  ReplayOptions o;
-  o.client.url = url;
-  o.client.timeout_s = 30;
+  ReplayOptions o = replay_options(url);
   o.max_tokens_cap = 100;
-  o.tool_version = "test";
   return o;
 }
 

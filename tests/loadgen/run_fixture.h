@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "base/status.h"
+#include "loadgen/replay.h"
 #include "loadgen/report.h"
 #include "loadgen/runner.h"
 
@@ -28,6 +29,15 @@ inline BenchOptions bench_options(const std::string& url, std::vector<int> level
   o.warmup = 1;
   o.prompt_tokens = prompt_tokens;
   o.max_tokens = max_tokens;
+  o.tool_version = "test";
+  return o;
+}
+
+// Replay options for the fake server at `url`.
+inline ReplayOptions replay_options(const std::string& url) {
+  ReplayOptions o;
+  o.client.url = url;
+  o.client.timeout_s = 30;
   o.tool_version = "test";
   return o;
 }
