@@ -257,40 +257,27 @@ T2 inline void packed_super_block(const uint8_t* tile, int64_t sb, const uint8_t
   }
 }
 
-template <bool kFive, template <bool> class Sums, int NR>
-T2 void packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc,
-                    float* accm) {
-  const uint8_t* xs[NR];
-  for (int r = 0; r < NR; ++r) xs[r] = act_sq_bytes(x[r], l);
-  for (int64_t sb = 0; sb < l.nb; ++sb) packed_super_block<kFive, Sums, NR>(tile, sb, x, xs, l, acc, accm);
-}
-
-using PassFn = void (*)(const uint8_t*, const uint8_t* const*, const ActLayout&, float*, float*);
-
-template <bool kFive, template <bool> class Sums, int... R>
-constexpr auto pass_table(std::integer_sequence<int, R...>) {
-  return std::array<PassFn, sizeof...(R) + 1>{nullptr, packed_pass<kFive, Sums, R + 1>...};
-}
+// One pass (avx2_util.h's run_passes): acc[16 r + o] = the scale sums minus the min sums of NR rows.
+template <bool kFive, template <bool> class Sums>
+struct Pass {
+  template <int NR>
+  T2 static void run(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc) {
+    const uint8_t* xs[NR];
+    for (int r = 0; r < NR; ++r) xs[r] = act_sq_bytes(x[r], l);
+    alignas(32) float accm[16 * NR] = {};
+    for (int64_t sb = 0; sb < l.nb; ++sb) packed_super_block<kFive, Sums, NR>(tile, sb, x, xs, l, acc, accm);
+    for (int i = 0; i < 16 * NR; ++i) acc[i] -= accm[i];
+  }
+};
 
 template <bool kFive>
 void k45_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
                 const ActLayout& l, float* y, int64_t y_stride) {
-  constexpr int kMaddRows = MaddSums<kFive>::kPassRows, kVnniRows = VnniSums<kFive>::kPassRows;
-  static constexpr auto kMadd = pass_table<kFive, MaddSums>(std::make_integer_sequence<int, kMaddRows>());
-  static constexpr auto kVnni = pass_table<kFive, VnniSums>(std::make_integer_sequence<int, kVnniRows>());
-  const bool vnni = avx_vnni_active();
-  const int pass_rows = vnni ? kVnniRows : kMaddRows;
-  alignas(32) float acc[kVnniRows * 16], accm[kVnniRows * 16];
-  for (int64_t i = 0; i < nx; i += pass_rows) {
-    const int nr = static_cast<int>(nx - i < pass_rows ? nx - i : pass_rows);
-    std::memset(acc, 0, sizeof(float) * 16 * nr);
-    std::memset(accm, 0, sizeof(float) * 16 * nr);
-    (vnni ? kVnni[nr] : kMadd[nr])(tile, x + i, l, acc, accm);
-    for (int r = 0; r < nr; ++r) {
-      float* yr = y + (i + r) * y_stride;
-      for (int o = 0; o < n_out; ++o) yr[o] = acc[16 * r + o] - accm[16 * r + o];
-    }
-  }
+  static constexpr auto kMadd =
+      pass_table<Pass<kFive, MaddSums>>(std::make_integer_sequence<int, MaddSums<kFive>::kPassRows>());
+  static constexpr auto kVnni =
+      pass_table<Pass<kFive, VnniSums>>(std::make_integer_sequence<int, VnniSums<kFive>::kPassRows>());
+  run_passes(kMadd, kVnni, tile, n_out, x, nx, l, y, y_stride);
 }
 
 }  // namespace
