@@ -136,8 +136,7 @@ double median_tolerance(const std::string& name) {
 // reference against itself, its activations scaled by 1 +- 1.2e-7 before rounding, differs by the same
 // 0.6-1.2% on this model, so no kernel precision bound can hold through such a flip (an 8-layer Q6_K model
 // shows one against the engine too). The other fixtures have none; a changed fixture (shape, seed) can gain
-// one. The bound is 2% for
-// this fixture: a kernel with a wrong scale or nibble order still errs by far more.
+// one. The bound is 2% for this fixture: a kernel with a wrong scale or nibble order still errs by far more.
 double kernel_precision_tolerance(const std::string& name) {
   return name == "w_q4_k" ? 0.02 : 1e-3;
 }
