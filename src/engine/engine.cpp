@@ -126,11 +126,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
   const spec::DraftParams& d = options.draft;
   const bool spec = options.spec == SpecType::kMtp;
   if (spec) {
-    if (d.n_max < 0 || d.n_max > 16) return invalid_argument("--draft-max must be in [0, 16], got ", d.n_max);
-    if (d.n_min < 0 || d.n_min > d.n_max)
-      return invalid_argument("--draft-min must be in [0, --draft-max], got ", d.n_min);
-    if (!(d.p_min >= 0.0f && d.p_min <= 1.0f))
-      return invalid_argument("--draft-p-min must be in [0, 1], got ", d.p_min);
+    MTP_RETURN_IF_ERROR(spec::check_draft_params(d));
     if (!options.make_drafter && !model.has_mtp())
       return invalid_argument("--spec mtp needs an MTP block: the model has none (give one with --head)");
   }
@@ -187,21 +183,7 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   for (int32_t id : prompt)
     if (id < 0 || id >= n_vocab)
       return invalid_argument("prompt token id ", id, " is outside [0, ", n_vocab, ")");
-  const SamplerOptions& so = options.sampling;
-  if (!(so.temperature >= 0.0f)) return invalid_argument("temperature must be >= 0");
-  if (!(so.top_p > 0.0f && so.top_p <= 1.0f)) return invalid_argument("top_p must be in (0, 1]");
-  if (!(so.min_p >= 0.0f && so.min_p <= 1.0f)) return invalid_argument("min_p must be in [0, 1]");
-  if (!(so.repeat_penalty > 0.0f && std::isfinite(so.repeat_penalty)))
-    return invalid_argument("repeat_penalty must be > 0");
-  if (!(std::fabs(so.presence_penalty) <= 2.0f) || !(std::fabs(so.frequency_penalty) <= 2.0f))
-    return invalid_argument("presence_penalty and frequency_penalty must be in [-2, 2]");
-  if (so.repeat_last_n < -1) return invalid_argument("repeat_last_n must be >= -1");
-  for (const auto& [id, bias] : so.logit_bias) {
-    if (id < 0 || id >= n_vocab)
-      return invalid_argument("logit_bias token id ", id, " is outside [0, ", n_vocab, ")");
-    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
-      return invalid_argument("logit_bias of token ", id, " must be a number or -infinity");
-  }
+  MTP_RETURN_IF_ERROR(check_sampler_options(options.sampling, n_vocab));
   if (options.n_probs < 0 || options.n_probs > 20) return invalid_argument("top logprobs must be in [0, 20]");
   // The prompt plus at least one generated token must fit the context.
   if (static_cast<int64_t>(prompt.size()) >= m.opt.n_ctx) {
@@ -211,8 +193,7 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   spec::DraftParams draft{0, 0, 0.0f};
   if (m.drafter) {
     draft = options.speculative.value_or(m.opt.draft);
-    if (draft.n_max < 0 || draft.n_min < 0 || !(draft.p_min >= 0.0f && draft.p_min <= 1.0f))
-      return invalid_argument("speculative: n_max and n_min must be >= 0 and p_min in [0, 1]");
+    MTP_RETURN_IF_ERROR(spec::check_draft_params(draft));
     draft.n_max = std::min(draft.n_max, m.max_draft);
   }
   auto free_slot =

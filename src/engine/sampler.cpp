@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -9,6 +10,25 @@
 #include "kernels/vec.h"
 
 namespace mtp {
+
+Status check_sampler_options(const SamplerOptions& o, int64_t n_vocab) {
+  namespace r = sampling_range;
+  MTP_RETURN_IF_ERROR(check_in_range("temperature", o.temperature, r::kTemperature));
+  MTP_RETURN_IF_ERROR(check_in_range("top_p", o.top_p, r::kTopP));
+  MTP_RETURN_IF_ERROR(check_in_range("min_p", o.min_p, r::kMinP));
+  MTP_RETURN_IF_ERROR(check_in_range("presence_penalty", o.presence_penalty, r::kPresencePenalty));
+  MTP_RETURN_IF_ERROR(check_in_range("frequency_penalty", o.frequency_penalty, r::kFrequencyPenalty));
+  MTP_RETURN_IF_ERROR(check_in_range("repeat_penalty", o.repeat_penalty, r::kRepeatPenalty));
+  if (o.repeat_last_n < r::kRepeatLastNMin)
+    return invalid_argument("repeat_last_n must be >= ", r::kRepeatLastNMin, ", got ", o.repeat_last_n);
+  for (const auto& [id, bias] : o.logit_bias) {
+    if (id < 0 || (n_vocab > 0 && id >= n_vocab))
+      return invalid_argument("logit_bias token id ", id, " is outside [0, ", n_vocab, ")");
+    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
+      return invalid_argument("logit_bias of token ", id, " must be a number or -infinity");
+  }
+  return Status::Ok();
+}
 
 int32_t Sampler::argmax(std::span<const float> logits) {
   MTP_CHECK(!logits.empty());

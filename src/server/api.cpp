@@ -86,15 +86,15 @@ Err get_int(const Json& body, std::string_view name, int64_t lo, int64_t hi, std
   return std::nullopt;
 }
 
-Err get_number(const Json& body, std::string_view name, double lo, double hi, bool lo_open,
+// A finite number in `range` (the option's own range: engine/sampler.h, spec/drafter.h).
+Err get_number(const Json& body, std::string_view name, const OptionRange& range,
                std::optional<double>& out) {
   const Json* j = field(body, name);
   if (j == nullptr) return std::nullopt;
   if (!j->is_number()) return wrong_type(name, "a number", *j);
   const double v = j->get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
-    return bad_request(str_cat("'", name, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v),
-                       std::string(name));
+  if (!std::isfinite(v) || !range.contains(v))
+    return bad_request(str_cat("'", name, "' must be in ", range.describe(), ", got ", v), std::string(name));
   out = v;
   return std::nullopt;
 }
@@ -142,9 +142,9 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
       p.subset = *draft_vocab != 0;
       set = true;
     }
-    MTP_API_TRY(get_int(obj, prefix + "n_max", 0, 64, n_max));
-    MTP_API_TRY(get_int(obj, prefix + "n_min", 0, 64, n_min));
-    MTP_API_TRY(get_number(obj, prefix + "p_min", 0.0, 1.0, false, p_min));
+    MTP_API_TRY(get_int(obj, prefix + "n_max", 0, spec::kMaxDraftTokens, n_max));
+    MTP_API_TRY(get_int(obj, prefix + "n_min", 0, spec::kMaxDraftTokens, n_min));
+    MTP_API_TRY(get_number(obj, prefix + "p_min", spec::kDraftPMin, p_min));
     if (n_max) p.n_max = static_cast<int32_t>(*n_max), set = true;
     if (n_min) p.n_min = static_cast<int32_t>(*n_min), set = true;
     if (p_min) p.p_min = static_cast<float>(*p_min), set = true;
@@ -171,9 +171,7 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
     }
   }
   MTP_API_TRY(fields(body, "speculative."));
-  if (p.n_max > 0 && p.n_min > p.n_max)
-    return bad_request(str_cat("speculative n_min (", p.n_min, ") must not exceed n_max (", p.n_max, ")"),
-                       "speculative");
+  if (Status st = spec::check_draft_params(p); !st.ok()) return bad_request(st.message(), "speculative");
   if (set) opt.speculative = p;
   return std::nullopt;
 }
@@ -223,16 +221,17 @@ Err parse_logit_bias(const Json& j, std::vector<std::pair<int32_t, float>>& out)
 // Penalties (OpenAI's presence/frequency; llama-server's repeat_penalty and repeat_last_n) and logit_bias.
 Err parse_penalties(const Json& body, SamplerOptions& s) {
   std::optional<double> num;
-  MTP_API_TRY(get_number(body, "presence_penalty", -2.0, 2.0, false, num));
+  MTP_API_TRY(get_number(body, "presence_penalty", sampling_range::kPresencePenalty, num));
   if (num) s.presence_penalty = static_cast<float>(*num);
   num.reset();
-  MTP_API_TRY(get_number(body, "frequency_penalty", -2.0, 2.0, false, num));
+  MTP_API_TRY(get_number(body, "frequency_penalty", sampling_range::kFrequencyPenalty, num));
   if (num) s.frequency_penalty = static_cast<float>(*num);
   num.reset();
-  MTP_API_TRY(get_number(body, "repeat_penalty", 0.0, 100.0, true, num));
+  MTP_API_TRY(get_number(body, "repeat_penalty", sampling_range::kRepeatPenalty, num));
   if (num) s.repeat_penalty = static_cast<float>(*num);
   std::optional<int64_t> n;
-  MTP_API_TRY(get_int(body, "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), n));
+  MTP_API_TRY(get_int(body, "repeat_last_n", sampling_range::kRepeatLastNMin,
+                      std::numeric_limits<int32_t>::max(), n));
   if (n) s.repeat_last_n = static_cast<int32_t>(*n);
   if (const Json* j = field(body, "logit_bias")) {
     MTP_API_TRY(parse_logit_bias(*j, s.logit_bias));
@@ -325,13 +324,13 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
   RequestOptions& opt = out.options;
   opt.sampling = d.sampling;
   std::optional<double> num;
-  MTP_API_TRY(get_number(body, "temperature", 0.0, 100.0, false, num));
+  MTP_API_TRY(get_number(body, "temperature", sampling_range::kTemperature, num));
   if (num) opt.sampling.temperature = static_cast<float>(*num);
   num.reset();
-  MTP_API_TRY(get_number(body, "top_p", 0.0, 1.0, true, num));
+  MTP_API_TRY(get_number(body, "top_p", sampling_range::kTopP, num));
   if (num) opt.sampling.top_p = static_cast<float>(*num);
   num.reset();
-  MTP_API_TRY(get_number(body, "min_p", 0.0, 1.0, false, num));
+  MTP_API_TRY(get_number(body, "min_p", sampling_range::kMinP, num));
   if (num) opt.sampling.min_p = static_cast<float>(*num);
   std::optional<int64_t> i;
   MTP_API_TRY(get_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), i));

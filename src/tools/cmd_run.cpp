@@ -119,12 +119,9 @@ Status run_engine(const RunArgs& a, const KvCacheTypes& kv, std::optional<spec::
 
 Status run(const RunArgs& a) {
   if (a.n_predict < 0) return invalid_argument("-n must be >= 0, got ", a.n_predict);
-  if (a.sampler.temperature < 0) return invalid_argument("--temp must be >= 0");
-  if (!(a.sampler.top_p > 0.0f && a.sampler.top_p <= 1.0f))
-    return invalid_argument("--top-p must be in (0, 1]");
-
-  if (!(a.sampler.min_p >= 0.0f && a.sampler.min_p <= 1.0f))
-    return invalid_argument("--min-p must be in [0, 1]");
+  // Before the model loads (the engine checks the same again).
+  MTP_RETURN_IF_ERROR(check_sampler_options(a.sampler, 0));
+  if (a.spec == "mtp") MTP_RETURN_IF_ERROR(spec::check_draft_params(a.draft));
   MTP_ASSIGN_OR_RETURN(KvCacheTypes kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
                                                         a.cache_type_k, a.cache_type_v));
   MTP_ASSIGN_OR_RETURN(std::optional<spec::DraftHead> head_choice,

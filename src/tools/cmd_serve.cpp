@@ -146,14 +146,11 @@ Status validate(ServeArgs& a) {
   MTP_ASSIGN_OR_RETURN(a.kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
                                              a.cache_type_k, a.cache_type_v));
   MTP_ASSIGN_OR_RETURN(a.head_choice, parse_draft_head(a.draft_head, a.spec, a.draft_vocab));
-  if (a.draft_max < 0 || a.draft_min < 0 || a.draft_min > std::max(a.draft_max, 0))
-    return invalid_argument("--draft-max/--draft-min: need 0 <= min <= max, got ", a.draft_min, ", ",
-                            a.draft_max);
-  if (!(a.draft_p_min >= 0.0f && a.draft_p_min <= 1.0f))
-    return invalid_argument("--draft-p-min must be in [0, 1]");
-  if (a.temp < 0) return invalid_argument("--temp must be >= 0");
-  if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) return invalid_argument("--top-p must be in (0, 1]");
-  if (!(a.min_p >= 0.0f && a.min_p <= 1.0f)) return invalid_argument("--min-p must be in [0, 1]");
+  // The engine's own checks of these options, before the model loads.
+  MTP_RETURN_IF_ERROR(spec::check_draft_params({a.draft_max, a.draft_min, a.draft_p_min}));
+  SamplerOptions sampling;
+  sampling.temperature = a.temp, sampling.top_p = a.top_p, sampling.min_p = a.min_p;
+  MTP_RETURN_IF_ERROR(check_sampler_options(sampling, 0));
   if (a.n_predict == 0 || a.n_predict < -1) return invalid_argument("-n must be -1 (no limit) or >= 1");
   // The HTTP pool holds a thread per queued request.
   if (a.max_queue < 1 || a.max_queue > 4096)

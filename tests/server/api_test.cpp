@@ -244,6 +244,9 @@ TEST(ApiTest, SpeculativeOverride) {
   EXPECT_NE(completion(R"({"prompt": "a", "speculative": {"draft": 1}})")->message.find("unknown field"),
             std::string::npos);
   EXPECT_TRUE(completion(R"({"prompt": "a", "speculative": {"p_min": 1.5}})"));
+  // n_max's range is the engine's (spec::kMaxDraftTokens).
+  EXPECT_FALSE(completion(R"({"prompt": "a", "speculative": {"n_max": 16}})"));
+  EXPECT_TRUE(completion(R"({"prompt": "a", "speculative": {"n_max": 17}})"));
   // draft_vocab: 0 = the full head, or the server's own --draft-vocab (4096 in defaults()).
   ASSERT_FALSE(completion(R"({"prompt": "a", "speculative": {"draft_vocab": 0}})", &p));
   EXPECT_FALSE(p.options.speculative->subset);

@@ -3,6 +3,8 @@
 
 #include "../gguf/test_util.h"
 #include "cli_util.h"
+#include "engine/sampler.h"
+#include "spec/drafter.h"
 
 namespace mtp {
 namespace {
@@ -64,6 +66,32 @@ TEST(Cli, MessagesNameTheProblemOnce) {
       "one option); give it once\n");
   EXPECT_EQ(run_mtp("run -m models/example.gguf -p a --draft-max 2 --draft-max 3", true).output,
             "mtp run: --draft-max is given 2 times; give it once\n");
+}
+
+// The command lines check sampling and drafting options with the engine's own checks (one range per
+// option), before the model loads: the error is the range, not the missing file.
+TEST(Cli, OptionRangesAreTheEnginesCheckedBeforeLoading) {
+  SamplerOptions s;
+  s.top_p = 1.5f;
+  const std::string top_p = check_sampler_options(s, 0).message();
+  spec::DraftParams d;
+  d.n_max = spec::kMaxDraftTokens + 1;
+  const std::string n_max = spec::check_draft_params(d).message();
+  ASSERT_FALSE(top_p.empty());
+  ASSERT_FALSE(n_max.empty());
+  const std::string no_model = "-m models/no-such-file.gguf ";
+  const std::string too_many = " " + std::to_string(d.n_max);
+  const std::pair<std::string, std::string> cases[] = {
+      {"run " + no_model + "-p a --top-p 1.5", top_p},
+      {"serve " + no_model + "--top-p 1.5", top_p},
+      {"run " + no_model + "-p a --spec mtp --draft-max" + too_many, n_max},
+      {"serve " + no_model + "--draft-max" + too_many, n_max},
+  };
+  for (const auto& [args, want] : cases) {
+    auto r = run_mtp(args, true);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.output.find(want), std::string::npos) << args << " -> " << r.output;
+  }
 }
 
 TEST(Cli, UsageErrorsExitTwo) {

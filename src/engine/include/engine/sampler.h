@@ -8,6 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/option_range.h"
+#include "base/status.h"
+
 namespace mtp {
 
 struct SamplerOptions {
@@ -33,6 +36,21 @@ struct SamplerOptions {
   // Whether sampling looks at anything beyond the logits themselves.
   bool modifies_logits() const { return penalizes() || !logit_bias.empty(); }
 };
+
+// The ranges of the sampling options (request fields and command-line flags alike).
+namespace sampling_range {
+inline constexpr OptionRange kTemperature{0, 100};
+inline constexpr OptionRange kTopP{0, 1, true};
+inline constexpr OptionRange kMinP{0, 1};
+inline constexpr OptionRange kPresencePenalty{-2, 2};
+inline constexpr OptionRange kFrequencyPenalty{-2, 2};
+inline constexpr OptionRange kRepeatPenalty{0, 100, true};
+inline constexpr int32_t kRepeatLastNMin = -1;  // -1: the whole generation
+}  // namespace sampling_range
+
+// Every option of `o` against its range; logit_bias ids against [0, n_vocab) when n_vocab > 0 (a command
+// line checks before the model, and so the vocabulary, is loaded).
+Status check_sampler_options(const SamplerOptions& o, int64_t n_vocab);
 
 // llama.cpp's default chain order for these stages: logit bias, penalties, top-k, then top-p over the softmax
 // of those logits, then min-p, then temperature, then a draw from the renormalised distribution. Greedy

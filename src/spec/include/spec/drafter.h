@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/option_range.h"
 #include "base/status.h"
 
 namespace mtp::spec {
@@ -27,6 +28,13 @@ struct DraftParams {
   float p_min = 0.0f;  // stop drafting when the top candidate's probability (over the top 10) is below this
   bool subset = true;  // draft over the drafter's vocabulary subset when it has one (false: the full head)
 };
+
+// The ranges of DraftParams (the engine's options, each request's "speculative" override and the command
+// lines' --draft-* flags): n_max in [0, kMaxDraftTokens], n_min in [0, n_max] when drafting, p_min in
+// kDraftPMin. kMaxDraftTokens bounds the rollback snapshots a sequence keeps.
+inline constexpr int32_t kMaxDraftTokens = 16;
+inline constexpr OptionRange kDraftPMin{0, 1};
+Status check_draft_params(const DraftParams& p);
 
 // One sequence's request for a draft this step.
 struct DraftTask {
