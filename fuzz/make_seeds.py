@@ -3,6 +3,7 @@
 models/example.gguf cut down to one trunk layer and its MTP block), a tokenizer-only GGUF, a draft-vocab subset
 file and importance matrices in both formats. The chat templates (copies of tests/chat/data/templates) and the
 request bodies are plain files."""
+import math
 import struct
 from pathlib import Path
 
@@ -186,6 +187,20 @@ def kld_base(n_ctx, n_vocab, n_chunk):
     return out
 
 
+def kld_top_k(n_ctx, n_vocab, n_chunk, k):
+    """mtp's compact base: magic, version 1, four int32, tokens, then per scored row log p(next), the log of
+    the mass outside the top k, and k (token, log p) pairs, most likely first; masses sum to 1."""
+    tokens = [(7 * i) % n_vocab for i in range(n_ctx * n_chunk)]
+    out = b"_mtpkld_" + struct.pack(f"<Iiiii{len(tokens)}i", 1, n_ctx, n_vocab, n_chunk, k, *tokens)
+    for r in range(n_chunk * (n_ctx - 1 - n_ctx // 2)):
+        probs = [0.5 ** (i + 1) for i in range(k)]
+        row = struct.pack("<ff", math.log(probs[r % k]), math.log(1 - sum(probs)))
+        for i in range(k):
+            row += struct.pack("<if", (r + i) % n_vocab, math.log(probs[i]))
+        out += row
+    return out
+
+
 def main():
     root = Path("fuzz/corpus")
     (root / "model_load").mkdir(parents=True, exist_ok=True)
@@ -205,6 +220,7 @@ def main():
          ("blk.0.ffn_down_exps.weight.counts", [1, 2], [2, 0])]))
     (root / "kld_base").mkdir(exist_ok=True)
     (root / "kld_base" / "ctx8_vocab5_2chunks.kld").write_bytes(kld_base(8, 5, 2))
+    (root / "kld_base" / "top3_ctx8_vocab5_2chunks.kld").write_bytes(kld_top_k(8, 5, 2, 3))
 
 
 if __name__ == "__main__":

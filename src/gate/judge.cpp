@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <string_view>
 #include <tuple>
 
 #include "base/check.h"
@@ -45,6 +46,8 @@ double sample_of(Metric m, const loadgen::RequestRecord& r) {
 bool selected(const Rule& rule, const loadgen::RequestRecord& r) {
   if (r.warmup) return false;
   if (rule.level && r.level != *rule.level) return false;
+  if (!rule.category.empty() && r.category != rule.category) return false;
+  if (!rule.stratum.empty() && r.stratum != rule.stratum) return false;
   return rule.server.empty() || r.server == rule.server;
 }
 
@@ -55,7 +58,37 @@ int64_t timing(const loadgen::Json& t, const char* key) {
 struct Samples {
   std::vector<double> values;         // per request or per pair
   int64_t successes = 0, trials = 0;  // proportions, and counts (successes: the count, trials: conversations)
+  std::vector<RatioUnit> units;       // ratio-of-sums metrics: per request or per pair
 };
+
+// Draft rounds of a request, and the rounds whose draft at `position` (from 1) was accepted: the server
+// reports the latter as a share of rounds (timings.acceptance_per_position, mtp.cpp's and vLLM's definition).
+void add_position(const loadgen::Json& t, int position, Samples& s) {
+  const int64_t rounds = timing(t, "draft_rounds");
+  if (rounds <= 0) return;
+  s.trials += rounds;
+  const auto pos = t.find("acceptance_per_position");
+  if (pos == t.end() || !pos->is_array() || pos->size() < static_cast<size_t>(position)) return;
+  const loadgen::Json& rate = (*pos)[static_cast<size_t>(position - 1)];
+  if (rate.is_number())
+    s.successes +=
+        std::clamp<int64_t>(std::llround(rate.get<double>() * static_cast<double>(rounds)), 0, rounds);
+}
+
+// One side of a prompt pair for net_speedup: completion tokens and E2E seconds.
+struct SideTime {
+  double tokens = -1, seconds = -1;
+};
+
+void add_units_of_pairs(const std::map<std::tuple<int, int, int64_t>, std::pair<SideTime, SideTime>>& pairs,
+                        Samples& s) {
+  for (const auto& [key, p] : pairs) {
+    const SideTime& t = p.first;
+    const SideTime& b = p.second;
+    if (t.tokens > 0 && t.seconds > 0 && b.tokens > 0 && b.seconds > 0)
+      s.units.push_back({t.tokens, t.seconds, b.tokens, b.seconds});
+  }
+}
 
 // Everything the run and probe files hold, pooled.
 struct Pooled {
@@ -92,6 +125,7 @@ Samples collect(const Rule& rule, const Pooled& pooled) {
       rule.metric == Metric::kPairedOutputRateRatio || rule.metric == Metric::kPairedTpotRatio;
   std::map<std::tuple<int, int, int64_t>, std::pair<double, double>>
       pairs;  // (level, repeat, pair) -> ratio terms
+  std::map<std::tuple<int, int, int64_t>, std::pair<SideTime, SideTime>> timed;  // the same, for net_speedup
   for (const loadgen::RequestRecord& r : requests) {
     if (!selected(rule, r)) continue;
     if (rule.metric == Metric::kFailureRate) {
@@ -103,6 +137,23 @@ Samples collect(const Rule& rule, const Pooled& pooled) {
     if (rule.metric == Metric::kDraftAcceptance) {
       s.trials += timing(r.timings, "draft_n");
       s.successes += timing(r.timings, "draft_n_accepted");
+      continue;
+    }
+    if (rule.metric == Metric::kPositionAcceptance) {
+      add_position(r.timings, rule.position, s);
+      continue;
+    }
+    if (rule.metric == Metric::kMeanAcceptanceLength) {
+      const double rounds = static_cast<double>(timing(r.timings, "draft_rounds"));
+      if (rounds > 0)
+        s.units.push_back({rounds + static_cast<double>(timing(r.timings, "draft_n_accepted")), rounds});
+      continue;
+    }
+    if (rule.metric == Metric::kNetSpeedup) {
+      if (r.pair < 0 || r.completion_tokens <= 0) continue;
+      auto& p = timed[{r.level, r.repeat, r.pair}];
+      (r.server == "baseline" ? p.second : p.first) = {static_cast<double>(r.completion_tokens),
+                                                       1e-9 * static_cast<double>(r.end_ns - r.sent_ns)};
       continue;
     }
     const double v = sample_of(rule.metric, r);
@@ -117,6 +168,7 @@ Samples collect(const Rule& rule, const Pooled& pooled) {
   for (const auto& [key, p] : pairs) {
     if (p.first > 0 && p.second > 0) s.values.push_back(p.first / p.second);
   }
+  add_units_of_pairs(timed, s);
   return s;
 }
 
@@ -148,6 +200,8 @@ const char* statistic_name(Statistic s) {
       return "normal bound";
     case Statistic::kCount:
       return "count";
+    case Statistic::kBootstrap:
+      return "bootstrap bound";
   }
   return "";
 }
@@ -196,8 +250,13 @@ Verdict judge_rule(const Rule& rule, const Pooled& pooled) {
   Verdict v;
   v.rule_id = rule.id;
   const bool proportion = rule.statistic == Statistic::kWilson || rule.statistic == Statistic::kCount;
-  v.samples = proportion ? s.trials : static_cast<int64_t>(s.values.size());
-  if (too_few(rule, v)) return v;
+  const bool ratio = rule.metric == Metric::kMeanAcceptanceLength || rule.metric == Metric::kNetSpeedup;
+  v.samples = proportion ? s.trials : static_cast<int64_t>(ratio ? s.units.size() : s.values.size());
+  if (too_few(rule, v)) {
+    if (v.samples == 0 && rule.metric == Metric::kNetSpeedup)
+      v.why += " (no prompt pairs: an mtp bench --baseline run, or replays given with --baseline)";
+    return v;
+  }
   const bool lower = rule.at_least;
   switch (rule.statistic) {
     case Statistic::kWilson:
@@ -222,11 +281,37 @@ Verdict judge_rule(const Rule& rule, const Pooled& pooled) {
       v.bound = bootstrap_bound(s.values, true, rule.confidence, lower);
       break;
     case Statistic::kValue:
+      MTP_CHECK(ratio, "value judges KL-divergence reports and ratio-of-sums metrics only (rules.cpp)");
+      v.estimate = v.bound = ratio_of_sums(s.units);
+      break;
+    case Statistic::kBootstrap:
+      v.estimate = ratio_of_sums(s.units);
+      v.bound = bootstrap_ratio_bound(s.units, rule.confidence, lower);
+      break;
     case Statistic::kNormal:
-      MTP_CHECK(false, "value and normal judge KL-divergence reports only (rules.cpp)");
+      MTP_CHECK(false, "normal judges KL-divergence reports only (rules.cpp)");
   }
   compare(rule, v);
   return v;
+}
+
+// The one-sided bound of the bootstrap distribution `stats`: its (1 - confidence) quantile when `lower`.
+double percentile_bound(std::vector<double>& stats, double confidence, bool lower) {
+  std::sort(stats.begin(), stats.end());
+  const double q = lower ? 1 - confidence : confidence;
+  const size_t at = std::min(stats.size() - 1, static_cast<size_t>(q * static_cast<double>(stats.size())));
+  return stats[at];
+}
+
+// Replay runs of one trace against two servers: each replayed request without a side gets `side` and one
+// pair id per trace line, so the paired metrics see them as the two servers of a --baseline bench run.
+void pair_replayed(std::vector<loadgen::RequestRecord>& requests, const char* side,
+                   std::map<std::string, int64_t>& pair_ids) {
+  for (loadgen::RequestRecord& r : requests) {
+    if (r.trace_source.empty() || !r.server.empty()) continue;
+    r.server = side;
+    r.pair = pair_ids.try_emplace(r.trace_source, static_cast<int64_t>(pair_ids.size())).first->second;
+  }
 }
 
 }  // namespace
@@ -259,10 +344,30 @@ double bootstrap_bound(const std::vector<double>& values, bool median, double co
     for (double& x : resample) x = values[pick(rng)];
     stat = median ? loadgen::median(resample) : mean_of(resample);
   }
-  std::sort(stats.begin(), stats.end());
-  const double q = lower ? 1 - confidence : confidence;
-  const size_t at = std::min(stats.size() - 1, static_cast<size_t>(q * static_cast<double>(stats.size())));
-  return stats[at];
+  return percentile_bound(stats, confidence, lower);
+}
+
+double ratio_of_sums(const std::vector<RatioUnit>& units) {
+  RatioUnit sum{0, 0, 0, 0};
+  for (const RatioUnit& u : units) {
+    sum.num += u.num;
+    sum.den += u.den;
+    sum.num_ref += u.num_ref;
+    sum.den_ref += u.den_ref;
+  }
+  return (sum.num / sum.den) / (sum.num_ref / sum.den_ref);
+}
+
+double bootstrap_ratio_bound(const std::vector<RatioUnit>& units, double confidence, bool lower) {
+  std::mt19937_64 rng(kBootstrapSeed);
+  std::uniform_int_distribution<size_t> pick(0, units.size() - 1);
+  std::vector<double> stats(kBootstrapResamples);
+  std::vector<RatioUnit> resample(units.size());
+  for (double& stat : stats) {
+    for (RatioUnit& u : resample) u = units[pick(rng)];
+    stat = ratio_of_sums(resample);
+  }
+  return percentile_bound(stats, confidence, lower);
 }
 
 // Refuses a file measured before the lock: both times are "YYYY-MM-DDTHH:MM:SSZ", so text order is time
@@ -279,37 +384,59 @@ static Status check_start(const std::string& path, const std::string& start, con
   return Status::Ok();
 }
 
-Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
-                                     const std::vector<std::string>& runs) {
-  Pooled pooled;
-  for (const std::string& path : runs) {
+// Reads one file given to `judge` into `pooled`; `side` is "baseline" for a --baseline replay run, "target"
+// for the others when replays are paired, "" otherwise.
+static Status read_into(const std::string& path, const Lock& lock, const char* side,
+                        std::map<std::string, int64_t>& pair_ids, Pooled& pooled) {
+  if (std::string_view(side) != "baseline") {
     if (is_kld_report(path)) {
       MTP_ASSIGN_OR_RETURN(KldReport report, read_kld_report(path));
       MTP_RETURN_IF_ERROR(check_start(path, report.start_utc, lock));
       pooled.reports.push_back(report);
-      continue;
+      return Status::Ok();
     }
     if (is_probe_file(path)) {
       MTP_ASSIGN_OR_RETURN(ProbeFile pf, read_probe_file(path));
       MTP_RETURN_IF_ERROR(check_start(path, pf.start_utc, lock));
       pooled.probes.insert(pooled.probes.end(), pf.outcomes.begin(), pf.outcomes.end());
-      continue;
+      return Status::Ok();
     }
     if (is_tool_probe_file(path)) {
       MTP_ASSIGN_OR_RETURN(ToolProbeFile tf, read_tool_probe_file(path));
       MTP_RETURN_IF_ERROR(check_start(path, tf.start_utc, lock));
       pooled.tool_runs.insert(pooled.tool_runs.end(), tf.runs.begin(), tf.runs.end());
-      continue;
+      return Status::Ok();
     }
-    MTP_ASSIGN_OR_RETURN(loadgen::RunData run, loadgen::read_run(path));
-    const loadgen::Json& h = run.header;
-    MTP_RETURN_IF_ERROR(check_start(path,
-                                    h.is_object() && h.contains("start_utc") && h["start_utc"].is_string()
-                                        ? h["start_utc"].get<std::string>()
-                                        : "",
-                                    lock));
-    for (loadgen::RequestRecord& r : run.requests) pooled.requests.push_back(std::move(r));
   }
+  MTP_ASSIGN_OR_RETURN(loadgen::RunData run, loadgen::read_run(path));
+  const loadgen::Json& h = run.header;
+  MTP_RETURN_IF_ERROR(check_start(path,
+                                  h.is_object() && h.contains("start_utc") && h["start_utc"].is_string()
+                                      ? h["start_utc"].get<std::string>()
+                                      : "",
+                                  lock));
+  if (std::string_view(side) == "baseline" &&
+      std::none_of(run.requests.begin(), run.requests.end(), [](const loadgen::RequestRecord& r) {
+        return !r.trace_source.empty() && r.server.empty();
+      })) {
+    return invalid_argument(path,
+                            ": --baseline takes an mtp replay run of the baseline server; this file has no ",
+                            "replayed requests of its own");
+  }
+  if (*side != 0) pair_replayed(run.requests, side, pair_ids);
+  for (loadgen::RequestRecord& r : run.requests) pooled.requests.push_back(std::move(r));
+  return Status::Ok();
+}
+
+Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
+                                     const std::vector<std::string>& runs,
+                                     const std::vector<std::string>& baselines) {
+  Pooled pooled;
+  std::map<std::string, int64_t> pair_ids;  // trace line -> pair id, shared by both sides
+  const char* side = baselines.empty() ? "" : "target";
+  for (const std::string& path : baselines)
+    MTP_RETURN_IF_ERROR(read_into(path, lock, "baseline", pair_ids, pooled));
+  for (const std::string& path : runs) MTP_RETURN_IF_ERROR(read_into(path, lock, side, pair_ids, pooled));
   std::vector<Verdict> verdicts;
   for (const Rule& rule : rules.rules) {
     if (!is_kld_metric(rule.metric)) {

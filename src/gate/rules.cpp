@@ -38,6 +38,9 @@ const std::map<std::string, Metric>& metric_names() {
       {"ln_ppl_ratio", Metric::kLnPplRatio},
       {"tool_call_pass_rate", Metric::kToolCallPassRate},
       {"markup_leaks", Metric::kMarkupLeaks},
+      {"position_acceptance", Metric::kPositionAcceptance},
+      {"mean_acceptance_length", Metric::kMeanAcceptanceLength},
+      {"net_speedup", Metric::kNetSpeedup},
   };
   return names;
 }
@@ -52,13 +55,20 @@ const std::map<std::string, Statistic>& statistic_names() {
       {"value", Statistic::kValue},
       {"normal", Statistic::kNormal},
       {"count", Statistic::kCount},
+      {"bootstrap", Statistic::kBootstrap},
   };
   return names;
 }
 
 bool is_proportion(Metric m) {
   return m == Metric::kDraftAcceptance || m == Metric::kFailureRate || m == Metric::kGreedyDivergence ||
-         m == Metric::kSameTopRate || m == Metric::kToolCallPassRate;
+         m == Metric::kSameTopRate || m == Metric::kToolCallPassRate || m == Metric::kPositionAcceptance;
+}
+
+// Metrics whose samples are replayed or benched requests, which category and stratum select.
+bool is_request_metric(Metric m) {
+  return !is_kld_metric(m) && m != Metric::kGreedyDivergence && m != Metric::kToolCallPassRate &&
+         m != Metric::kMarkupLeaks;
 }
 
 // Which statistics judge a metric, and the line that says so when another is asked for.
@@ -75,6 +85,10 @@ bool statistic_applies(Metric m, Statistic s, const char** allowed) {
     *allowed = "value or normal";
     return s == Statistic::kValue || s == Statistic::kNormal;
   }
+  if (m == Metric::kMeanAcceptanceLength || m == Metric::kNetSpeedup) {
+    *allowed = "value or bootstrap";
+    return s == Statistic::kValue || s == Statistic::kBootstrap;
+  }
   if (is_kld_metric(m)) {
     *allowed = "value (a percentile has no standard error)";
     return s == Statistic::kValue;
@@ -90,13 +104,40 @@ std::string known(const auto& names) {
   return out;
 }
 
+// The replay selections ("category", "stratum") and the draft position of a rule.
+Status parse_selection(const nlohmann::json& j, const std::string& rule, Rule& r) {
+  for (auto [key, out] : {std::pair{"category", &r.category}, std::pair{"stratum", &r.stratum}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (!it->is_string() || it->get<std::string>().empty())
+      return invalid_argument(rule, ": \"", key, "\" must be a non-empty string");
+    if (!is_request_metric(r.metric))
+      return invalid_argument(rule, ": \"", key,
+                              "\" selects requests of a bench or replay run; this metric has none");
+    *out = it->get<std::string>();
+  }
+  auto position = j.find("position");
+  const bool wants = r.metric == Metric::kPositionAcceptance;
+  if (position == j.end()) {
+    if (wants)
+      return invalid_argument(rule, ": position_acceptance needs \"position\" (the draft position, from 1)");
+    return Status::Ok();
+  }
+  if (!wants) return invalid_argument(rule, ": \"position\" applies to position_acceptance only");
+  if (!position->is_number_integer() || position->get<int64_t>() < 1 || position->get<int64_t>() > 64)
+    return invalid_argument(rule, ": \"position\" must be a draft position, 1 .. 64");
+  r.position = static_cast<int>(position->get<int64_t>());
+  return Status::Ok();
+}
+
 // Reads one rule; the first problem is returned as "rule ID: field: why".
 Expected<Rule> parse_rule(const nlohmann::json& j, size_t index) {
   Rule r;
   const std::string where = str_cat("rule ", index + 1);
   if (!j.is_object()) return invalid_argument(where, ": not an object");
-  static const char* const kFields[] = {"id",        "metric",    "level",      "server",     "op",
-                                        "threshold", "statistic", "confidence", "min_samples"};
+  static const char* const kFields[] = {"id",          "metric",    "level",     "server",
+                                        "op",          "threshold", "statistic", "confidence",
+                                        "min_samples", "category",  "stratum",   "position"};
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
       return invalid_argument(where, ": unknown field \"", key, "\"");
@@ -157,7 +198,9 @@ Expected<Rule> parse_rule(const nlohmann::json& j, size_t index) {
   }
   if (is_kld_metric(r.metric) && (r.level || !r.server.empty()))
     return invalid_argument(rule, ": a KL-divergence metric has no \"level\" or \"server\"");
-  const bool paired = r.metric == Metric::kPairedOutputRateRatio || r.metric == Metric::kPairedTpotRatio;
+  MTP_RETURN_IF_ERROR(parse_selection(j, rule, r));
+  const bool paired = r.metric == Metric::kPairedOutputRateRatio || r.metric == Metric::kPairedTpotRatio ||
+                      r.metric == Metric::kNetSpeedup;
   if (paired && !r.server.empty())
     return invalid_argument(rule, ": a paired metric compares both servers; drop \"server\"");
   return r;

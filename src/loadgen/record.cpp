@@ -101,6 +101,7 @@ Json request_json(const RequestRecord& r) {
   if (!r.server.empty()) j["server"] = r.server;
   if (r.pair >= 0) j["pair"] = r.pair;
   if (!r.stratum.empty()) j["stratum"] = r.stratum;
+  if (!r.category.empty()) j["category"] = r.category;
   if (!r.trace_source.empty()) j["trace_source"] = r.trace_source;
   if (r.turn >= 0) j["turn"] = r.turn;
   if (!r.history.empty()) j["history"] = r.history;

@@ -158,6 +158,7 @@ void replay_worker(Replay& rp, int w) {
     r.level = rp.o.concurrency;
     r.worker = w;
     r.trace_source = t.source;
+    r.category = t.category;
     r.scheduled_ns = free_since;
     if (rp.o.time_scale) {
       r.scheduled_ns = static_cast<int64_t>(t.arrival_s * *rp.o.time_scale * 1e9);

@@ -61,6 +61,7 @@ std::string read_request(const Json& j, RequestRecord& r) {
   r.http_status = static_cast<int>(in.i64("http_status", true));
   if (auto it = j.find("timings"); it != j.end()) r.timings = *it;
   r.stratum = in.text("stratum");  // replay runs only
+  r.category = in.text("category");
   r.trace_source = in.text("trace_source");
   r.turn = in.i64("turn", true);
   r.history = in.text("history");

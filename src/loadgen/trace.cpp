@@ -61,6 +61,10 @@ std::string read_mtp_line(const Json& j, TraceRequest& r) {
   }
   if (auto t = j.find("t_ms"); t != j.end() && t->is_number()) r.arrival_s = t->get<double>() / 1e3;
   if (auto s = j.find("session"); s != j.end() && s->is_string()) r.session = s->get<std::string>();
+  if (auto c = j.find("category"); c != j.end() && !c->is_null()) {
+    if (!c->is_string() || c->get<std::string>().empty()) return "\"category\" is not a non-empty string";
+    r.category = c->get<std::string>();
+  }
   if (auto it = j.find("prompt_tokens"); it != j.end() && !it->is_null()) {
     if (std::string why = int_field(j, "prompt_tokens", 1, r.prompt_tokens); !why.empty()) return why;
   }

@@ -23,6 +23,7 @@ int gate_error(const Status& status) {
 struct GateArgs {
   std::string rules, lock, format = "table", out;
   std::vector<std::string> runs;
+  std::vector<std::string> baselines;  // replay runs of the baseline server, paired with the runs' replays
   gate::GreedyProbeOptions probe;
   gate::ToolProbeOptions tools;
   std::string reference_body, scenarios;
@@ -60,7 +61,7 @@ int run(const GateArgs& a) {
   auto lock = gate::read_lock(a.lock_path());
   if (!lock.ok()) return gate_error(lock.status());
   if (Status s = gate::check_lock(*rules, *lock); !s.ok()) return gate_error(s);
-  auto verdicts = gate::judge(*rules, *lock, a.runs);
+  auto verdicts = gate::judge(*rules, *lock, a.runs, a.baselines);
   if (!verdicts.ok()) return gate_error(verdicts.status());
   std::string text;
   if (a.format == "json")
@@ -184,6 +185,9 @@ CommandRunner register_gate(CLI::App& app) {
   r->add_option("rules", a->rules, "Rules file (JSON; docs/gate.md)")->required();
   r->add_option("runs", a->runs, "Run files (JSONL) measured after the lock")->required();
   r->add_option("--lock", a->lock, "Lock file (default: RULES.lock)");
+  r->add_option("--baseline", a->baselines,
+                "An mtp replay run of the baseline server (speculation off), paired by trace line with the "
+                "replay runs given (the target); repeatable");
   r->add_option("--format", a->format, "table, json or junit")
       ->check(CLI::IsMember({"table", "json", "junit"}));
   r->add_option("-o,--output", a->out, "Write the verdicts here instead of stdout");

@@ -15,6 +15,7 @@
 #include "command.h"
 #include "eval/kld_file.h"
 #include "eval/kld_stats.h"
+#include "eval/kld_topk.h"
 #include "eval/perplexity.h"
 #include "loadgen/record.h"
 #include "model/model.h"
@@ -33,6 +34,7 @@ struct PerplexityArgs {
   int64_t n_ctx = 512, n_batch = 512, chunks = -1;
   int depth_buckets = 4;
   int threads = 0;
+  int top_k = 0;  // > 0: write the compact top-k base instead of llama.cpp's full rows
 };
 
 Status check_args(const PerplexityArgs& a) {
@@ -41,6 +43,12 @@ Status check_args(const PerplexityArgs& a) {
   if (a.n_batch < 1) return invalid_argument("-b must be at least 1, got ", a.n_batch);
   if (a.chunks == 0 || a.chunks < -1) return invalid_argument("--chunks must be positive (or -1: all)");
   if (a.depth_buckets < 1) return invalid_argument("--depth-buckets must be at least 1");
+  if (a.top_k < 0) return invalid_argument("--kld-top-k must be positive, got ", a.top_k);
+  if (a.top_k > 0 && (a.base_file.empty() || a.kl_divergence)) {
+    return invalid_argument(
+        "--kld-top-k sets the format of the base file written with --kl-divergence-base (without "
+        "--kl-divergence; a base is read in whichever format it has)");
+  }
   if (a.kl_divergence && a.base_file.empty())
     return invalid_argument("--kl-divergence reads the file named by --kl-divergence-base; give one");
   if (!a.kl_divergence && a.text_file.empty())
@@ -78,15 +86,25 @@ Status run_perplexity(const PerplexityArgs& a, const Model& model, const std::ve
   const int64_t n_chunk = eval::chunk_count(static_cast<int64_t>(tokens.size()), co);
   const int64_t n_vocab = model.config().n_vocab, first = a.n_ctx / 2;
   const int64_t scored = eval::kld_scored_per_chunk(a.n_ctx), words = eval::kld_row_words(n_vocab);
+  if (a.top_k > n_vocab)
+    return invalid_argument("--kld-top-k ", a.top_k, " is more than the model's vocabulary of ", n_vocab);
   std::optional<eval::KldBaseWriter> writer;
-  if (!a.base_file.empty()) {
-    const std::span<const int32_t> evaluated(tokens.data(), static_cast<size_t>(n_chunk * a.n_ctx));
+  std::optional<eval::TopKBaseWriter> topk_writer;
+  const std::span<const int32_t> evaluated(tokens.data(), static_cast<size_t>(n_chunk * a.n_ctx));
+  if (!a.base_file.empty() && a.top_k == 0) {
     MTP_ASSIGN_OR_RETURN(eval::KldBaseWriter w,
                          eval::KldBaseWriter::create(a.base_file, static_cast<int32_t>(a.n_ctx),
                                                      static_cast<int32_t>(n_vocab), evaluated));
     writer.emplace(std::move(w));
+  } else if (!a.base_file.empty()) {
+    MTP_ASSIGN_OR_RETURN(eval::TopKBaseWriter w,
+                         eval::TopKBaseWriter::create(a.base_file, static_cast<int32_t>(a.n_ctx),
+                                                      static_cast<int32_t>(n_vocab), a.top_k, evaluated));
+    topk_writer.emplace(std::move(w));
   }
-  std::vector<uint16_t> rows(static_cast<size_t>(scored * words));
+  const int64_t topk_words = eval::topk_row_words(a.top_k);
+  std::vector<uint16_t> rows(static_cast<size_t>(topk_writer ? 0 : scored * words));
+  std::vector<uint32_t> topk_rows(static_cast<size_t>(topk_writer ? scored * topk_words : 0));
   std::vector<double> nll(static_cast<size_t>(scored));
   eval::PplAccumulator acc;
   Timer timer;
@@ -94,28 +112,78 @@ Status run_perplexity(const PerplexityArgs& a, const Model& model, const std::ve
       eval::evaluate_chunks(model, tokens, co, pool, [&](int64_t c, std::span<const float> logits) -> Status {
         const int32_t* next = tokens.data() + c * a.n_ctx + first + 1;
         for_rows(pool, scored, [&](int64_t r) {
-          nll[static_cast<size_t>(r)] = eval::encode_log_probs(
-              logits.subspan(static_cast<size_t>(r * n_vocab), static_cast<size_t>(n_vocab)), next[r],
-              std::span(rows).subspan(static_cast<size_t>(r * words), static_cast<size_t>(words)));
+          const auto row_logits =
+              logits.subspan(static_cast<size_t>(r * n_vocab), static_cast<size_t>(n_vocab));
+          nll[static_cast<size_t>(r)] =
+              topk_writer
+                  ? eval::encode_top_k(row_logits, next[r], a.top_k,
+                                       std::span(topk_rows).subspan(static_cast<size_t>(r * topk_words),
+                                                                    static_cast<size_t>(topk_words)))
+                  : eval::encode_log_probs(
+                        row_logits, next[r],
+                        std::span(rows).subspan(static_cast<size_t>(r * words), static_cast<size_t>(words)));
         });
         for (const double v : nll) acc.add(v);
         if (writer) MTP_RETURN_IF_ERROR(writer->write_chunk(rows));
+        if (topk_writer) MTP_RETURN_IF_ERROR(topk_writer->write_chunk(topk_rows));
         std::fprintf(stderr, "perplexity: chunk %lld/%lld, PPL %.4f (%.1f s)\n",
                      static_cast<long long>(c + 1), static_cast<long long>(n_chunk), acc.ppl().value,
                      timer.seconds());
         return Status::Ok();
       }));
   if (writer) MTP_RETURN_IF_ERROR(writer->commit());
+  if (topk_writer) MTP_RETURN_IF_ERROR(topk_writer->commit());
   const eval::Estimate ppl = acc.ppl();
   j["n_chunks"] = n_chunk;
   j["scored"] = acc.count;
   j["ppl"] = estimate_json(ppl);
   if (!a.base_file.empty()) j["kl_divergence_base"] = a.base_file;
+  if (topk_writer) j["base_top_k"] = a.top_k;
   if (!a.json) std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl.value, ppl.err);
   return Status::Ok();
 }
 
-Status check_tokens(const PerplexityArgs& a, const eval::KldBaseFile& base, const Tokenizer& tok) {
+// A base file in either format: llama.cpp's full rows, or the compact top-k rows (told apart by the magic).
+class BaseRows {
+ public:
+  static Expected<BaseRows> open(const std::string& path) {
+    BaseRows b;
+    if (eval::is_topk_base(path)) {
+      MTP_ASSIGN_OR_RETURN(eval::TopKBaseFile f, eval::TopKBaseFile::open(path));
+      b.topk_.emplace(std::move(f));
+    } else {
+      MTP_ASSIGN_OR_RETURN(eval::KldBaseFile f, eval::KldBaseFile::open(path));
+      b.full_.emplace(std::move(f));
+    }
+    return b;
+  }
+  int32_t n_ctx() const { return full_ ? full_->n_ctx() : topk_->n_ctx(); }
+  int32_t n_vocab() const { return full_ ? full_->n_vocab() : topk_->n_vocab(); }
+  std::span<const int32_t> tokens() const { return full_ ? full_->tokens() : topk_->tokens(); }
+  const std::string& path() const { return full_ ? full_->path() : topk_->path(); }
+  int32_t top_k() const { return topk_ ? topk_->top_k() : 0; }  // 0: full rows
+  // Scored row r of chunk c against the model's logits there.
+  eval::TokenComparison compare(int32_t c, int64_t r, std::span<const float> logits, int32_t next) const {
+    if (full_)
+      return eval::compare_log_probs(logits, row(full_->chunk_rows(c), eval::kld_row_words(n_vocab()), r),
+                                     next);
+    return eval::compare_top_k(logits, row(topk_->chunk_rows(c), eval::topk_row_words(top_k()), r), next);
+  }
+  // The base's mass outside its top k at that row (compact files only).
+  double rest_mass(int32_t c, int64_t r) const {
+    return eval::topk_rest_mass(row(topk_->chunk_rows(c), eval::topk_row_words(top_k()), r));
+  }
+
+ private:
+  template <typename Word>
+  static std::span<const Word> row(std::span<const Word> rows, int64_t words, int64_t r) {
+    return rows.subspan(static_cast<size_t>(r * words), static_cast<size_t>(words));
+  }
+  std::optional<eval::KldBaseFile> full_;
+  std::optional<eval::TopKBaseFile> topk_;
+};
+
+Status check_tokens(const PerplexityArgs& a, const BaseRows& base, const Tokenizer& tok) {
   if (a.text_file.empty()) return Status::Ok();
   MTP_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, tokenize_file(a.text_file, tok));
   const std::span<const int32_t> want = base.tokens();
@@ -185,7 +253,7 @@ void print_summary(const eval::KldSummary& s) {
 // The model against a base file.
 Status run_kl_divergence(const PerplexityArgs& a, const Model& model, const Tokenizer& tok, ThreadPool& pool,
                          Json& j) {
-  MTP_ASSIGN_OR_RETURN(eval::KldBaseFile base, eval::KldBaseFile::open(a.base_file));
+  MTP_ASSIGN_OR_RETURN(BaseRows base, BaseRows::open(a.base_file));
   const int64_t n_vocab = model.config().n_vocab;
   if (base.n_vocab() != n_vocab) {
     return unsupported(a.base_file, ": a vocabulary of ", base.n_vocab(), ", but ", a.model, " has ", n_vocab,
@@ -199,20 +267,21 @@ Status run_kl_divergence(const PerplexityArgs& a, const Model& model, const Toke
   const eval::ChunkOptions co{base.n_ctx(), a.n_batch, a.chunks};
   const int64_t n_chunk = eval::chunk_count(static_cast<int64_t>(base.tokens().size()), co);
   const int64_t first = base.n_ctx() / 2, scored = eval::kld_scored_per_chunk(base.n_ctx());
-  const int64_t words = eval::kld_row_words(n_vocab);
   eval::KldAccumulator acc(base.n_ctx(), a.depth_buckets);
   std::vector<eval::TokenComparison> cmp(static_cast<size_t>(scored));
+  double rest_mass = 0;  // summed over the scored rows of a compact base
   Timer timer;
   MTP_RETURN_IF_ERROR(eval::evaluate_chunks(
       model, base.tokens(), co, pool, [&](int64_t c, std::span<const float> logits) -> Status {
-        const std::span<const uint16_t> rows = base.chunk_rows(static_cast<int32_t>(c));
         const int32_t* next = base.tokens().data() + c * base.n_ctx() + first + 1;
+        const int32_t chunk = static_cast<int32_t>(c);
         for_rows(pool, scored, [&](int64_t r) {
-          cmp[static_cast<size_t>(r)] = eval::compare_log_probs(
-              logits.subspan(static_cast<size_t>(r * n_vocab), static_cast<size_t>(n_vocab)),
-              rows.subspan(static_cast<size_t>(r * words), static_cast<size_t>(words)), next[r]);
+          cmp[static_cast<size_t>(r)] = base.compare(
+              chunk, r, logits.subspan(static_cast<size_t>(r * n_vocab), static_cast<size_t>(n_vocab)),
+              next[r]);
         });
         for (int64_t r = 0; r < scored; ++r) acc.add(cmp[static_cast<size_t>(r)], first + r);
+        for (int64_t r = 0; r < scored && base.top_k() > 0; ++r) rest_mass += base.rest_mass(chunk, r);
         const eval::KldSummary so_far = acc.summary();
         std::fprintf(stderr, "kl-divergence: chunk %lld/%lld, PPL %.4f, mean KLD %.6f (%.1f s)\n",
                      static_cast<long long>(c + 1), static_cast<long long>(n_chunk), so_far.ppl.value,
@@ -226,7 +295,20 @@ Status run_kl_divergence(const PerplexityArgs& a, const Model& model, const Toke
   j["n_chunks"] = n_chunk;
   j["scored"] = s.scored;
   j.update(summary_json(s));
-  if (!a.json) print_summary(s);
+  if (base.top_k() > 0) {
+    // A compact base: the KLD is a lower bound, short by at most this mass times the tails' own KLD.
+    j["base_top_k"] = base.top_k();
+    j["base_rest_mass_mean"] = s.scored > 0 ? rest_mass / static_cast<double>(s.scored) : 0.0;
+  }
+  if (!a.json) {
+    print_summary(s);
+    if (base.top_k() > 0) {
+      std::printf(
+          "\nCompact base: the top %d tokens per position, mean mass outside them %.6f; the KLD above is "
+          "that of the top %d and one bin for the rest, a lower bound of the full KLD\n",
+          base.top_k(), j["base_rest_mass_mean"].get<double>(), base.top_k());
+    }
+  }
   return Status::Ok();
 }
 
@@ -276,6 +358,10 @@ CommandRunner register_perplexity(CLI::App& app) {
   cmd->add_option("--depth-buckets", a->depth_buckets,
                   "Context-depth ranges the scored half of a chunk is split into for the breakdown")
       ->capture_default_str();
+  cmd->add_option(
+      "--kld-top-k", a->top_k,
+      "Write a compact base with only the top K log-probabilities per position and the rest's mass "
+      "(docs/perplexity.md); its KLD is a lower bound of the full one");
   cmd->add_flag("--json", a->json, "Print one JSON line (the statistics) instead of the text report");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   return [a, ctx] {

@@ -150,6 +150,57 @@ TEST_F(PerplexityCli, AQuantizedCopyHasAKldTheGateJudges) {
             std::string::npos);
 }
 
+// The compact top-k base against llama.cpp's full one, on the same text, from the bundled model, for a Q4_0
+// copy of it: the compact KLD is a lower bound of the full one (up to the full rows' 16-bit rounding), close
+// to it at k = 64 and equal at k = n_vocab; the model against its own compact base has KLD 0.
+TEST_F(PerplexityCli, ACompactTopKBaseBoundsTheFullKldFromBelow) {
+  const std::string full = base("full.kld");
+  auto compact = [&](int k) {
+    const std::string path = dir_.file(str_cat("top", k, ".kld"));
+    const auto r =
+        run_mtp(std::string("perplexity -m ") + kModel + " -f " + text_ + " -c 64 --chunks 4 -t 2 " +
+                "--kl-divergence-base " + path + " --kld-top-k " + std::to_string(k) + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(json_of(r)["base_top_k"], k);
+    return path;
+  };
+  const std::string top64 = compact(64), top512 = compact(512);
+  // 28 header bytes, 256 tokens, 4 chunks x 31 rows x (2 + 2 * 64) words: half the full rows at 512 tokens.
+  EXPECT_EQ(mtp::testing::read_bytes(top64).size(), 28u + 4u * 256u + 4u * 4u * 31u * 130u);
+  EXPECT_LT(mtp::testing::read_bytes(top64).size(), mtp::testing::read_bytes(full).size());
+  const std::string q4 = dir_.file("q4.gguf");
+  ASSERT_EQ(run_mtp("synth --shape tiny --mtp --type q4_0 --structured 1.75 --seed 1 -o " + q4).exit_code, 0);
+  auto kld = [&](const std::string& model, const std::string& base_file) {
+    const auto r = run_mtp("perplexity -m " + model + " --kl-divergence-base " + base_file +
+                           " --kl-divergence --json -t 2");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return json_of(r);
+  };
+  const Json self = kld(kModel, top64);
+  EXPECT_NEAR(self["kld"]["mean"].get<double>(), 0.0, 1e-6);
+  EXPECT_EQ(self["same_top"]["count"], 4 * 31);
+  const Json f = kld(q4, full), k64 = kld(q4, top64), k512 = kld(q4, top512);
+  const double exact = f["kld"]["mean"].get<double>(), lower = k64["kld"]["mean"].get<double>();
+  EXPECT_GT(exact, 1e-4);
+  EXPECT_LE(lower, exact * (1 + 1e-3));
+  EXPECT_GT(lower, 0.5 * exact);
+  EXPECT_GT(k64["base_rest_mass_mean"].get<double>(), 0.0);
+  EXPECT_NEAR(k512["kld"]["mean"].get<double>(), exact, 1e-3 * exact);
+  EXPECT_EQ(k64["same_top"]["count"], f["same_top"]["count"]);  // exact in both formats
+  EXPECT_NEAR(k64["ppl_base"]["value"].get<double>(), f["ppl_base"]["value"].get<double>(),
+              1e-3 * f["ppl_base"]["value"].get<double>());
+  std::printf("q4 against the bundled model: full KLD %.6f, top-64 %.6f (rest mass %.4f), top-512 %.6f\n",
+              exact, lower, k64["base_rest_mass_mean"].get<double>(), k512["kld"]["mean"].get<double>());
+
+  const std::string cmd =
+      std::string("perplexity -m ") + kModel + " -f " + text_ + " -c 64 --kl-divergence-base ";
+  EXPECT_NE(
+      error_of(cmd + dir_.file("x.kld") + " --kld-top-k 513", 2).find("more than the model's vocabulary"),
+      std::string::npos);
+  EXPECT_NE(error_of(cmd + top64 + " --kl-divergence --kld-top-k 8", 2).find("--kld-top-k sets the format"),
+            std::string::npos);
+}
+
 TEST_F(PerplexityCli, MismatchedAndBrokenInputsAreOneLineErrors) {
   const std::string a = base("a.kld");
   const std::string cmd = std::string("perplexity -m ") + kModel + " --kl-divergence --kl-divergence-base ";

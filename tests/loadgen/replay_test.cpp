@@ -29,6 +29,7 @@ std::vector<TraceRequest> trace(int n, int sessions) {
     t.source = str_cat("t:", i + 1);
     t.arrival_s = 0.1 * i;
     t.session = sessions > 0 ? str_cat("s", i % sessions) : "";
+    t.category = i % 3 == 0 ? "code" : "";
     t.messages = Json::array({Json{{"role", "user"}, {"content", str_cat("question ", i)}}});
     t.prompt_tokens = 1000 * i;
     t.output_tokens = i % 2 == 0 ? 10 : 5000;
@@ -66,6 +67,8 @@ TEST(Replay, ClosedLoopSendsEveryRequestAndKeepsSessionTurnsInOrder) {
   for (int64_t i = 0; i + 2 < 8; ++i) EXPECT_GE(by_id[i + 2]->sent_ns, by_id[i]->end_ns) << i;
   // The fake server reports 4 prompt tokens, which the stratum follows rather than the trace's length.
   for (const RequestRecord& r : run.requests) EXPECT_EQ(r.stratum, "<2048");
+  // The trace's category tag goes onto its request line (and reads back from the run file).
+  for (const RequestRecord& r : run.requests) EXPECT_EQ(r.category, r.id % 3 == 0 ? "code" : "") << r.id;
   // max_tokens: the recorded length, capped.
   std::multiset<int> sent;
   for (const std::string& b : server.bodies()) sent.insert(Json::parse(b)["max_tokens"].get<int>());

@@ -48,6 +48,7 @@ TEST(TraceFormats, OurTraceInArrivalOrderWithTextParametersAndLengths) {
   EXPECT_EQ(t[0].extra, Json::parse(R"({"seed":7})"));
   EXPECT_EQ(t[0].output_tokens, 16);
   EXPECT_EQ(t[0].session, "");
+  EXPECT_EQ(t[0].category, "");
 
   EXPECT_NEAR(t[1].arrival_s, 0.2505, 1e-9);
   EXPECT_FALSE(t[1].completions);
@@ -58,6 +59,7 @@ TEST(TraceFormats, OurTraceInArrivalOrderWithTextParametersAndLengths) {
   EXPECT_EQ(t[1].prompt_tokens, 21);
   EXPECT_EQ(t[1].output_tokens, 3);
   EXPECT_EQ(t[1].session, "s1");
+  EXPECT_EQ(t[1].category, "chat");  // the traffic category a gate's rules may select
 
   // Redacted: no text, a synthetic prompt of the recorded length; no recorded output length.
   EXPECT_NEAR(t[2].arrival_s, 1.0, 1e-9);
@@ -191,6 +193,10 @@ TEST(TraceFormats, MalformedLinesNameFileAndLine) {
        ":2: a line without text needs \"prompt_tokens\""},
       {"mtp", "jsonl", good_trace + "\n" + R"({"type":"trace","endpoint":5,"redacted":"yes"})",
        ":2: \"endpoint\" '' is not"},
+      {"mtp", "jsonl",
+       good_trace + "\n" +
+           R"({"type":"trace","endpoint":"/v1/chat/completions","category":7,"messages":[{"role":"user","content":"x"}]})",
+       ":2: \"category\" is not a non-empty string"},
       {"sharegpt", "json", "[\n{\"conversations\": [}\n]", ":2: not JSON"},
       {"sharegpt", "json", "[\n{\"conversations\": [{\"from\": \"robot\", \"value\": \"x\"}]}]",
        ": entry 1: turn 1: unknown speaker 'robot'"},

@@ -19,8 +19,20 @@ using Json = nlohmann::ordered_json;
 
 // kValue and kNormal judge the figures of an `mtp perplexity --kl-divergence --json` report: its point value,
 // or that value's one-sided normal bound (value -/+ z * the report's standard error). kCount: the total of a
-// count metric (markup_leaks), compared with the threshold as it is.
-enum class Statistic { kMean, kMedian, kBootstrapMean, kBootstrapMedian, kWilson, kValue, kNormal, kCount };
+// count metric (markup_leaks), compared with the threshold as it is. For the ratio-of-sums metrics
+// (mean_acceptance_length, net_speedup) kValue is the point ratio and kBootstrap its one-sided percentile
+// bootstrap bound, resampling requests (or prompt pairs) whole.
+enum class Statistic {
+  kMean,
+  kMedian,
+  kBootstrapMean,
+  kBootstrapMedian,
+  kWilson,
+  kValue,
+  kNormal,
+  kCount,
+  kBootstrap
+};
 
 // Per-request metrics (one sample per measured request), paired ratios (one per prompt both servers of a
 // --baseline run answered) and proportions (successes over trials, judged with a Wilson bound).
@@ -47,6 +59,13 @@ enum class Metric {
   kLnPplRatio,
   kToolCallPassRate,  // from `mtp gate probe tools` files: conversations that passed every check
   kMarkupLeaks,       // from `mtp gate probe tools` files: markup tokens found in content (a count)
+  // The acceptance floor, from the server's per-request timings: the share of draft rounds whose draft at
+  // `position` was accepted (a proportion), and tokens per verification round, 1 + accepted / rounds.
+  kPositionAcceptance,
+  kMeanAcceptanceLength,
+  // Paired prompts (a `--baseline` bench run, or replay runs of one trace against both servers): the
+  // target's aggregate output rate over the baseline's, (sum tokens / sum E2E) / (sum tokens / sum E2E).
+  kNetSpeedup,
 };
 
 // A metric read from a KL-divergence report.
@@ -58,6 +77,9 @@ struct Rule {
   std::optional<int> level;  // only requests of this concurrency level (all measured ones when absent)
   std::string server;        // only "target" or "baseline" requests of a --baseline run ("" = all); for
                              // tool probes, "baseline" is the reference side (speculation off)
+  std::string category;      // only replayed requests of this trace category ("" = all)
+  std::string stratum;       // only replayed requests of this depth stratum, e.g. "2048-8192" ("" = all)
+  int position = 0;          // position_acceptance: the draft position judged, from 1
   bool at_least = true;      // ">=": the lower bound must reach the threshold; "<=": the upper bound
   double threshold = 0;
   Statistic statistic = Statistic::kMean;
@@ -109,9 +131,12 @@ struct Verdict {
 
 // Judges every rule on the pooled requests of `runs` (paths of run files, probe files of `mtp gate probe`,
 // and at most one KL-divergence report of `mtp perplexity --kl-divergence --json`). Refuses a file whose
-// header's start time is before the lock's time, or that has no start time.
+// header's start time is before the lock's time, or that has no start time. `baselines`: replay run files
+// of the baseline server (speculation off); their requests are paired by trace line with the replayed
+// requests of `runs`, which then count as the target's.
 Expected<std::vector<Verdict>> judge(const Rules& rules, const Lock& lock,
-                                     const std::vector<std::string>& runs);
+                                     const std::vector<std::string>& runs,
+                                     const std::vector<std::string>& baselines = {});
 
 std::string verdicts_table(const Rules& rules, const std::vector<Verdict>& verdicts);
 Json verdicts_json(const Rules& rules, const Lock& lock, const std::vector<Verdict>& verdicts);
@@ -126,5 +151,14 @@ double wilson_bound(int64_t successes, int64_t trials, double confidence, bool l
 // One-sided percentile-bootstrap bound of the mean (or median) of `values`: 2000 resamples from a fixed
 // seed, so the same data always gives the same bound.
 double bootstrap_bound(const std::vector<double>& values, bool median, double confidence, bool lower);
+
+// One resampling unit of a ratio of sums (a request, or a prompt both servers answered); the figure is
+// (sum num / sum den) / (sum num_ref / sum den_ref).
+struct RatioUnit {
+  double num = 0, den = 0, num_ref = 1, den_ref = 1;
+};
+double ratio_of_sums(const std::vector<RatioUnit>& units);
+// Its one-sided percentile-bootstrap bound, resampling units whole (2000 resamples, the fixed seed).
+double bootstrap_ratio_bound(const std::vector<RatioUnit>& units, double confidence, bool lower);
 
 }  // namespace mtp::gate

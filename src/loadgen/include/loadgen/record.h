@@ -61,10 +61,12 @@ struct RequestRecord {
   std::string count_source = "none";  // where completion_tokens came from: usage, timings (predicted_n), none
   std::string token_source = "none";  // how events[].tokens were found: timings, chars or none
   Json timings;                       // the server's final timings object, null if it sent none
-  // Replay only (written when set): the depth stratum of its prompt tokens ("<2048", "2048-8192", ...), the
-  // trace line it came from, its turn in its session (1: the first; -1: no session) and, under
+  // Replay only (written when set): the depth stratum of its prompt tokens ("<2048", "2048-8192", ...), its
+  // traffic category, the trace line it came from, its turn in its session (1: the first; -1: no session)
+  // and, under
   // --history live, whether its history held the server's own replies only ("live") or recorded ones.
   std::string stratum;
+  std::string category;  // the trace line's own "category" tag (our trace format), "" when it has none
   std::string trace_source;
   int64_t turn = -1;
   std::string history;

@@ -20,6 +20,7 @@ struct TraceRequest {
   std::string source;           // "PATH:LINE" (ShareGPT: "PATH: entry N turn K") for messages about it
   double arrival_s = -1;        // since the trace's first request; -1: the trace has no times
   std::string session;          // turns of one session are sent in order, one at a time; "": its own session
+  std::string category;         // our trace's optional "category" tag (e.g. "chat", "code"); "": none
   bool completions = false;     // POST /v1/completions with `prompt` instead of chat messages
   bool synthetic = false;       // no text: `prompt_tokens` words are made up (loadgen/prompts.h)
   Json messages;                // chat messages as recorded (null when synthetic or completions)
