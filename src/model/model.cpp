@@ -10,6 +10,7 @@
 #include "base/thread_pool.h"
 #include "kernels/pack.h"
 #include "model/qwen35moe_tensors.h"
+#include "quant/quantize.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mtp {
@@ -53,14 +54,14 @@ Status check_head(const Qwen35MoeConfig& tc, const Metadata& trunk_md, const Ggu
 
 Expected<Model> Model::load(const std::string& path, ThreadPool* pool) {
   MTP_ASSIGN_OR_RETURN(Model m, load_unpacked(path));
-  m.pack_weights(pool);
+  MTP_RETURN_IF_ERROR(m.check_and_pack(pool));
   return m;
 }
 
 Expected<Model> Model::load(const std::string& path, const std::string& head_path, ThreadPool* pool) {
   MTP_ASSIGN_OR_RETURN(Model m, load_unpacked(path));
   if (head_path.empty()) {
-    m.pack_weights(pool);
+    MTP_RETURN_IF_ERROR(m.check_and_pack(pool));
     return m;
   }
   MTP_ASSIGN_OR_RETURN(GgufFile head, GgufFile::open(head_path));
@@ -86,7 +87,7 @@ Expected<Model> Model::load(const std::string& path, const std::string& head_pat
   m.weights_.mtp = *mtp;
   m.config_.n_nextn = 1;
   m.head_file_.emplace(std::move(head));
-  m.pack_weights(pool);
+  MTP_RETURN_IF_ERROR(m.check_and_pack(pool));
   return m;
 }
 
@@ -140,7 +141,8 @@ Model Model::from_parts(Qwen35MoeConfig config, Qwen35MoeWeights weights, Vocab 
   m.weights_ = std::move(weights);
   m.vocab_ = std::move(vocab);
   m.params_ = params;
-  m.pack_weights();
+  const Status s = m.check_and_pack();
+  MTP_CHECK(s.ok(), s.message());
   return m;
 }
 
@@ -149,9 +151,10 @@ bool Model::packing_enabled() {
   return env == nullptr || std::string(env) != "0";
 }
 
-void Model::pack_weights(ThreadPool* pool) {
-  if (!packing_enabled()) return;
-  // Every matrix the engine's forward multiplies by (vectors and row lookups stay as they are).
+namespace {
+
+// Every matrix the engine's forward multiplies by (vectors and row lookups stay as they are).
+std::vector<TensorView*> matrices(Qwen35MoeWeights& w) {
   std::vector<TensorView*> mats;
   auto add_layer = [&](LayerWeights& l) {
     for (TensorView* t :
@@ -160,75 +163,138 @@ void Model::pack_weights(ThreadPool* pool) {
           &l.moe.up_shexp, &l.moe.down_shexp})
       mats.push_back(t);
   };
-  for (LayerWeights& l : weights_.layers) add_layer(l);
-  mats.push_back(&weights_.output);
-  if (weights_.mtp) {
-    mats.push_back(&weights_.mtp->eh_proj);
-    mats.push_back(&weights_.mtp->head);
-    add_layer(weights_.mtp->block);
+  for (LayerWeights& l : w.layers) add_layer(l);
+  mats.push_back(&w.output);
+  if (w.mtp) {
+    mats.push_back(&w.mtp->eh_proj);
+    mats.push_back(&w.mtp->head);
+    add_layer(w.mtp->block);
   }
+  return mats;
+}
+
+// The name of the tensor whose data starts at `data` in `file`, or "" (a model made by from_parts).
+std::string tensor_name_at(const GgufFile* file, const uint8_t* data) {
+  if (file == nullptr) return "";
+  for (const TensorInfo& info : file->tensors())
+    if (file->tensor_data(info).data() == data) return info.name;
+  return "";
+}
+
+// A distinct quantized tensor the load visits (the MTP head is usually the trunk's output itself): `offset`
+// is where its packed copy goes, -1 when it is not packed.
+struct Source {
+  const TensorView* t;
+  int64_t offset;
+};
+
+// Rows [row0, row0 + rows) of a source, about kPieceBytes of whole tiles (a tile packs on its own).
+struct Piece {
+  const Source* source;
+  int64_t row0, rows;
+};
+
+std::vector<Piece> split_into_pieces(const std::vector<Source>& sources) {
+  constexpr int64_t kPieceBytes = int64_t{8} << 20;
+  std::vector<Piece> pieces;
+  for (const Source& s : sources) {
+    const int64_t tile_bytes = kernels::kPackRows * s.t->row_bytes();
+    const int64_t step = std::max<int64_t>(1, kPieceBytes / tile_bytes) * kernels::kPackRows;
+    for (int64_t r = 0; r < s.t->n_rows(); r += step)
+      pieces.push_back({&s, r, std::min(step, s.t->n_rows() - r)});
+  }
+  return pieces;
+}
+
+// The first row of a piece with a NaN or infinite block scale, named with the file that holds the tensor
+// (`head`: the --head file, or nullptr).
+Status scale_error(const Piece& p, const GgufFile* file, const GgufFile* head) {
+  const TensorView& t = *p.source->t;
+  for (int64_t r = p.row0; r < p.row0 + p.rows; ++r) {
+    const Status s = validate_row_data(t.type, t.row(r), t.row_bytes());
+    if (s.ok()) continue;
+    const GgufFile* owner = head != nullptr && !tensor_name_at(head, t.data).empty() ? head : file;
+    const Status e = corrupt("tensor '", tensor_name_at(owner, t.data), "' row ", r, ": ", s.message());
+    return owner != nullptr ? e.with_context(owner->path()) : e;
+  }
+  MTP_CHECK(false, "a piece failed validation but none of its rows did");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Model::check_and_pack(ThreadPool* pool) {
+  std::vector<TensorView*> mats = matrices(weights_);
+  // Quantized tensors are scanned too where they are not packed: the row lookups, and every matrix under
+  // MTP_PACK=0 (norms, vectors and conv taps are floats, checked whole when bound).
+  std::vector<const TensorView*> scanned(mats.begin(), mats.end());
+  const size_t n_mats = scanned.size();  // the rest are row lookups, never packed
+  scanned.push_back(&weights_.token_embd);
+  if (weights_.mtp) scanned.push_back(&weights_.mtp->embed_tokens);
   auto matrix = [](const TensorView& t) {
     return kernels::MatrixView::contiguous(t.type, t.data, t.ne[0], t.n_rows());
   };
   // Experts are packed as one matrix of n_expert * n_ff rows, so each expert must start on a tile.
+  const bool pack = packing_enabled();
   auto packable = [&](const TensorView& t) {
-    return t.valid() && t.ne[1] % kernels::kPackRows == 0 && kernels::has_packed_kernel(t.type) &&
+    return pack && t.ne[1] % kernels::kPackRows == 0 && kernels::has_packed_kernel(t.type) &&
            kernels::can_pack(matrix(t));
   };
-  // One copy per distinct matrix (the MTP head is usually the trunk's output itself).
-  std::vector<const uint8_t*> sources;
-  std::vector<int64_t> offsets;
+  std::vector<Source> sources;
   int64_t total = 0;
-  for (const TensorView* t : mats) {
-    if (!packable(*t) || std::find(sources.begin(), sources.end(), t->data) != sources.end()) continue;
-    sources.push_back(t->data);
-    offsets.push_back(total);
-    total += (t->n_rows() * t->row_bytes() + 63) / 64 * 64;
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    const TensorView* t = scanned[i];
+    if (!t->valid() || !type_traits(t->type).is_quantized) continue;
+    if (std::any_of(sources.begin(), sources.end(), [&](const Source& s) { return s.t->data == t->data; }))
+      continue;
+    sources.push_back({t, i < n_mats && packable(*t) ? total : -1});
+    if (sources.back().offset >= 0) total += (t->n_rows() * t->row_bytes() + 63) / 64 * 64;
   }
-  if (total == 0) return;
-  constexpr int64_t kHugePage = int64_t{2} << 20;
-  total = (total + kHugePage - 1) / kHugePage * kHugePage;
-  packed_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, static_cast<size_t>(total))));
-  MTP_CHECK(packed_ != nullptr, "out of memory packing ", total, " bytes of weights");
-  // Huge pages where the kernel allows them: a fraction of the page faults while packing, and of the TLB
-  // misses while streaming weights at decode.
-  madvise(packed_.get(), static_cast<size_t>(total), MADV_HUGEPAGE);
-  packed_bytes_ = total;
-  // Pieces of about kPackPieceBytes (whole tiles: a tile packs on its own), spread over the pool: most of a
-  // load's time is the kernel zeroing the fresh pages each piece writes first, which runs on the faulting
-  // thread (one thread: ~18 s for 4.2 GB on a VM whose host backs memory lazily).
-  constexpr int64_t kPackPieceBytes = int64_t{8} << 20;
-  struct Piece {
-    const TensorView* t;
-    int64_t offset, row0, rows;
-  };
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const TensorView* t =
-        *std::find_if(mats.begin(), mats.end(), [&](const TensorView* u) { return u->data == sources[i]; });
-    const int64_t tile_bytes = kernels::kPackRows * t->row_bytes();
-    const int64_t step = std::max<int64_t>(1, kPackPieceBytes / tile_bytes) * kernels::kPackRows;
-    for (int64_t r = 0; r < t->n_rows(); r += step)
-      pieces.push_back({t, offsets[i], r, std::min(step, t->n_rows() - r)});
+  if (total > 0) {
+    constexpr int64_t kHugePage = int64_t{2} << 20;
+    total = (total + kHugePage - 1) / kHugePage * kHugePage;
+    packed_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, static_cast<size_t>(total))));
+    MTP_CHECK(packed_ != nullptr, "out of memory packing ", total, " bytes of weights");
+    // Huge pages where the kernel allows them: a fraction of the page faults while packing, and of the TLB
+    // misses while streaming weights at decode.
+    madvise(packed_.get(), static_cast<size_t>(total), MADV_HUGEPAGE);
+    packed_bytes_ = total;
   }
-  auto pack_piece = [&](size_t i, int) {
+  // Pieces spread over the pool: most of a load's time is the kernel zeroing the fresh pages each piece
+  // writes first, which runs on the faulting thread (one thread: ~18 s for 4.2 GB on a VM whose host backs
+  // memory lazily). Each piece's block scales are checked just before it is packed, so the file's bytes are
+  // read from disk once.
+  const std::vector<Piece> pieces = split_into_pieces(sources);
+  std::vector<uint8_t> bad(pieces.size(), 0);
+  auto visit_piece = [&](size_t i, int) {
     const Piece& p = pieces[i];
-    const int64_t off = p.row0 * p.t->row_bytes(), bytes = p.rows * p.t->row_bytes();
-    const uint8_t* src = p.t->data + off;
-    kernels::pack_matrix(kernels::MatrixView::contiguous(p.t->type, src, p.t->ne[0], p.rows),
-                         packed_.get() + p.offset + off);
-    // The engine no longer reads these pages: let them leave the resident set.
+    const TensorView& t = *p.source->t;
+    const int64_t off = p.row0 * t.row_bytes(), bytes = p.rows * t.row_bytes();
+    const uint8_t* src = t.data + off;
+    if (!validate_row_data(t.type, src, bytes).ok()) {
+      bad[i] = 1;
+      return;
+    }
+    if (p.source->offset >= 0)
+      kernels::pack_matrix(kernels::MatrixView::contiguous(t.type, src, t.ne[0], p.rows),
+                           packed_.get() + p.source->offset + off);
+    // The engine no longer reads these pages (packed), or reads only a few rows of them: let them leave the
+    // resident set.
     if (file_) file_->release_pages(src, static_cast<uint64_t>(bytes));
     if (head_file_) head_file_->release_pages(src, static_cast<uint64_t>(bytes));
   };
   if (pool != nullptr)
-    pool->parallel_for(pieces.size(), pack_piece);
+    pool->parallel_for(pieces.size(), visit_piece);
   else
-    for (size_t i = 0; i < pieces.size(); ++i) pack_piece(i, 0);
+    for (size_t i = 0; i < pieces.size(); ++i) visit_piece(i, 0);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (bad[i]) return scale_error(pieces[i], file(), head_file());
   for (TensorView* t : mats) {
-    const auto it = std::find(sources.begin(), sources.end(), t->data);
-    if (it != sources.end()) t->packed = packed_.get() + offsets[static_cast<size_t>(it - sources.begin())];
+    const auto it =
+        std::find_if(sources.begin(), sources.end(), [&](const Source& s) { return s.t->data == t->data; });
+    if (it != sources.end() && it->offset >= 0) t->packed = packed_.get() + it->offset;
   }
+  return Status::Ok();
 }
 
 }  // namespace mtp

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -177,15 +178,54 @@ TEST(ModelLoad, MisalignedTensorDataIsRefused) {
 // refuses it and names the tensor and the element.
 TEST(ModelLoad, NonFiniteFloatTensorIsRefused) {
   testing::TempDir dir;
-  for (float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
-    const std::string path = dir.file("nan.gguf");
-    rewrite_gguf(fixtures().tiny_mtp, path, [&](TensorSpec& s, std::vector<uint8_t>& bytes) {
-      if (s.name == "blk.1.ssm_a") std::memcpy(bytes.data() + 3 * sizeof(float), &bad, sizeof(float));
-      return true;
-    });
-    const std::string msg = load_error(path);
-    EXPECT_NE(msg.find("tensor 'blk.1.ssm_a' holds a NaN or infinity (element 3)"), std::string::npos) << msg;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const char* name : {"blk.1.ssm_a", "output_norm.weight"}) {
+    for (float bad : {std::nanf(""), inf, -inf}) {
+      const std::string path = dir.file("nan.gguf");
+      rewrite_gguf(fixtures().tiny_mtp, path, [&](TensorSpec& s, std::vector<uint8_t>& bytes) {
+        if (s.name == name) std::memcpy(bytes.data() + 3 * sizeof(float), &bad, sizeof(float));
+        return true;
+      });
+      const std::string msg = load_error(path);
+      EXPECT_NE(msg.find(std::string("tensor '") + name + "' holds a NaN or infinity (element 3)"),
+                std::string::npos)
+          << msg;
+    }
   }
+}
+
+// The same in a quantized tensor's block scale (the fp16 d of a Q8_0 block): refused with the tensor, row and
+// block named, whether the tensor is packed at load (an expert stack, the MTP projection) or read in place
+// (the embedding's rows; every matrix with MTP_PACK=0).
+TEST(ModelLoad, NonFiniteBlockScaleIsRefused) {
+  testing::TempDir dir;
+  const std::string path = dir.file("bad_scale.gguf");
+  for (const char* pack : {"1", "0"}) {
+    setenv("MTP_PACK", pack, 1);
+    for (const char* name : {"blk.0.ffn_up_exps.weight", "token_embd.weight", "blk.4.nextn.eh_proj.weight"}) {
+      for (uint16_t bad : {uint16_t{0x7E00}, uint16_t{0x7C00}}) {  // fp16 NaN, +Inf
+        rewrite_gguf(fixtures().tiny_q8_mtp, path, [&](TensorSpec& s, std::vector<uint8_t>& bytes) {
+          if (s.name != name) return true;
+          EXPECT_EQ(s.type, GgmlType::Q8_0);
+          const int64_t row_bytes = s.ne[0] / 32 * 34;
+          std::memcpy(bytes.data() + 3 * row_bytes + 1 * 34, &bad, sizeof bad);  // row 3, block 1
+          return true;
+        });
+        const std::string msg = load_error(path);
+        EXPECT_NE(msg.find(path + ": tensor '" + name + "' row 3: q8_0 block 1 has a non-finite scale d"),
+                  std::string::npos)
+            << "MTP_PACK=" << pack << ": " << msg;
+      }
+    }
+  }
+  unsetenv("MTP_PACK");
+  // A --head file's block is checked too, and the error names that file.
+  auto m = Model::load(fixtures().tiny_q8_mtp, path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(path + ": tensor 'blk.4.nextn.eh_proj.weight' row 3"),
+            std::string::npos)
+      << m.status().message();
+  EXPECT_TRUE(Model::load(fixtures().tiny_q8_mtp, fixtures().tiny_q8_mtp).ok());
 }
 
 TEST(ModelLoad, AbsentOutputIsTiedToTheEmbedding) {

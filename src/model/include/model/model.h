@@ -32,7 +32,8 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // Maps and validates `path`: architecture qwen35moe, hyperparameters, every tensor of the table (name,
-  // shape, type). Errors name the file and, for tensors, the tensor with its expected and actual shape/type.
+  // shape, type), no NaN or infinity in float tensors or in quantized tensors' block scales. Errors name the
+  // file and, for tensors, the tensor with its expected and actual shape/type, or the element, row and block.
   // With `pool`, the weights are repacked (below) on its threads.
   static Expected<Model> load(const std::string& path, ThreadPool* pool = nullptr);
   // The same, drafting with the MTP block of `head_path` (a head-only file from `mtp extract-head`, or any
@@ -68,7 +69,9 @@ class Model {
  private:
   Model() = default;
   static Expected<Model> load_unpacked(const std::string& path);
-  void pack_weights(ThreadPool* pool = nullptr);
+  // Checks every quantized block scale the engine reads (a NaN or infinity there would turn every logit
+  // into NaN without failing anywhere) and packs the matrices, in one pass over the file's bytes.
+  Status check_and_pack(ThreadPool* pool = nullptr);
 
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
