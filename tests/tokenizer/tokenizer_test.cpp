@@ -6,7 +6,6 @@
 // output.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -37,11 +36,12 @@ struct RefSplitCase {
 
 constexpr int kBundledMerges = 300;  // bpe_reference.py N_MERGES
 
-// Optimized, unsanitized builds check speed and use full-size inputs; Debug/ASan builds use smaller ones.
+// Optimized, unsanitized builds use full-size inputs; Debug/ASan builds smaller ones, to bound the run time.
+// No test here asserts a speed: bench/tokenizer/tokenizer_bench measures throughput.
 #if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
-constexpr bool kTimed = false;
+constexpr bool kFullSize = false;
 #else
-constexpr bool kTimed = true;
+constexpr bool kFullSize = true;
 #endif
 
 const Tokenizer& bundled() {
@@ -251,7 +251,7 @@ TEST(Tokenizer, LongRuns) {
   const Tokenizer& tok = bundled();
   for (const std::string unit : {" ", "a", "!", "\n", "7", "é", "\xff"}) {
     std::string s;
-    for (int i = 0; i < (kTimed ? 100000 : 20000); ++i) s += unit;
+    for (int i = 0; i < (kFullSize ? 100000 : 20000); ++i) s += unit;
     s += "x y";
     EXPECT_EQ(tok.decode(tok.encode(s)), s) << printable(unit);
   }
@@ -393,9 +393,9 @@ TEST(VocabValidation, Errors) {
   }
 }
 
-// ---- speed on a Qwen-sized synthetic vocabulary ----
+// ---- a Qwen-sized synthetic vocabulary ----
 
-TEST(TokenizerSpeed, LargeSyntheticVocab) {
+TEST(TokenizerScale, QwenSizedSyntheticVocab) {
   // Qwen3.5's size: 248,320 tokens, ~247K merges. Realistic part: every prefix (up to 12 bytes) of every
   // corpus pre-token is built left to right, so corpus words encode to one token after long merge chains.
   // Filler: merges of non-ASCII byte pairs and triples that English text never uses, to give the tables their
@@ -415,7 +415,7 @@ TEST(TokenizerSpeed, LargeSyntheticVocab) {
     for (size_t n = 2; n <= std::min<size_t>(w.size(), 12); ++n)
       add_merge(w.substr(0, n - 1), w.substr(n - 1, 1));
   }
-  const size_t kMerges = kTimed ? 247000 : 50000;
+  const size_t kMerges = kFullSize ? 247000 : 50000;
   for (int a = 0x80; a < 0x100 && v.merges.size() < kMerges; ++a) {
     for (int b = 0x80; b < 0x100 && v.merges.size() < kMerges; ++b) {
       const std::string ab{static_cast<char>(a), static_cast<char>(b)};
@@ -431,21 +431,16 @@ TEST(TokenizerSpeed, LargeSyntheticVocab) {
     v.token_types[i] = static_cast<int32_t>(TokenType::kUnused);
   const size_t n_merges = v.merges.size();
 
-  const auto t0 = std::chrono::steady_clock::now();
   auto tok = Tokenizer::create(std::move(v));
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_EQ(tok->n_tokens(), 248320);
 
   std::string text;
-  while (text.size() < (kTimed ? 1u << 20 : 1u << 17)) text += builtin_training_corpus();
-  const auto t1 = std::chrono::steady_clock::now();
+  while (text.size() < (kFullSize ? 1u << 20 : 1u << 17)) text += builtin_training_corpus();
   const std::vector<int32_t> ids = tok->encode(text);
-  const double enc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   EXPECT_EQ(tok->decode(ids), text);
-  const double mb_s = text.size() / 1e6 / enc_s;
-  // Printed, not asserted: a test's timing depends on the machine and on what runs beside it.
-  printf("synthetic vocab: %d tokens, %zu merges: load %.3f s; encode %.2f MB/s (%.2f bytes/token)\n",
-         tok->n_tokens(), n_merges, load_s, mb_s, static_cast<double>(text.size()) / ids.size());
+  // The long merge chains did their work: corpus words are single tokens, so far fewer tokens than bytes.
+  EXPECT_LT(ids.size() * 3, text.size()) << n_merges << " merges";
 }
 
 }  // namespace
