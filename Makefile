@@ -11,6 +11,9 @@ BUILD_FUZZ ?= build-fuzz
 # FUZZ_SECONDS; FUZZ_TARGETS=chat_template runs one target alone.
 FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix kld_base
 FUZZ_SECONDS ?= 120
+# `make soak` runs the server soak (tests/server/soak_test.py; 15 s in both test suites) on the ASan build for
+# SOAK_SECONDS.
+SOAK_SECONDS ?= 300
 MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
@@ -20,7 +23,7 @@ DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-
 TEST_PACKAGES := prometheus nginx-light chromium chromium-driver python3-selenium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build build-asan build-fuzz run test unit-test asan-test fuzz chat-goldens bench format clean
+.PHONY: deps test-deps build build-asan build-fuzz run test unit-test asan-test fuzz soak chat-goldens bench format clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -79,6 +82,12 @@ fuzz: build-fuzz
 	  ./$(BUILD_FUZZ)/fuzz/fuzz_$$t -max_total_time=$$each -timeout=30 -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD_FUZZ)/fuzz_$$t- $(BUILD_FUZZ)/corpus/$$t fuzz/corpus/$$t || exit 1; \
 	done
+
+# 64 streaming clients against the sanitized server for SOAK_SECONDS, with hang-ups and random drafting
+# settings: 0 errors, every slot and KV block freed, no growth of resident memory after the warm-up.
+soak: build-asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 SOAK_SECONDS=$(SOAK_SECONDS) \
+	  python3 tests/server/soak_test.py $(BUILD_ASAN)/src/tools/mtp $(MODEL)
 
 # The chat-template goldens checked in under tests/chat/data were rendered by Python's jinja2; re-render them
 # with Debian's jinja2 (the system python, where apt installs it) and compare.

@@ -208,6 +208,7 @@ Gauges EngineLoop::gauges() const {
   g.queue_length = queue_.size();
   g.drafting_slots = drafting_;
   g.cache = cache_stats_;
+  g.kv_blocks = kv_blocks_;
   return g;
 }
 
@@ -256,10 +257,12 @@ void EngineLoop::run() {
     }
     if (active_.empty()) {
       std::optional<PrefixCacheStats> cache = backend_.cache_stats();  // cancels publish too
+      std::optional<KvBlockCounts> kv = backend_.kv_blocks();
       std::vector<SlotInfo> view = slot_view();
       std::lock_guard<std::mutex> lock(waker_->mu);
       busy_ = 0;
       cache_stats_ = std::move(cache);
+      kv_blocks_ = kv;
       slots_ = std::move(view);
       waker_->cv.notify_all();
       continue;
@@ -312,11 +315,13 @@ void EngineLoop::run() {
       finish(id, a, std::move(u), a.end_reason);
     }
     std::optional<PrefixCacheStats> cache = backend_.cache_stats();
+    std::optional<KvBlockCounts> kv = backend_.kv_blocks();
     std::vector<SlotInfo> view = slot_view();
     std::unique_lock<std::mutex> lock(waker_->mu);
     busy_ = static_cast<int32_t>(active_.size());
     drafting_ = info.drafting;
     cache_stats_ = std::move(cache);
+    kv_blocks_ = kv;
     slots_ = std::move(view);
     waker_->cv.notify_all();
     lock.unlock();

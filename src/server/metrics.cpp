@@ -164,6 +164,13 @@ std::string Metrics::render(const Gauges& g) const {
     if (steps_by_generating_[k] > 0)
       w.sample("mtp_steps_drafting_slots_total", "generating=\"" + std::to_string(k) + "\"",
                std::to_string(drafting_by_generating_[k]));
+  if (g.kv_blocks) {
+    w.metric("mtp_kv_blocks", "gauge",
+             "KV blocks in the pool (sized by -c and -np, plus the prefix cache's share).",
+             std::to_string(g.kv_blocks->total));
+    w.metric("mtp_kv_blocks_used", "gauge", "KV blocks held by a slot or by the prefix cache.",
+             std::to_string(g.kv_blocks->used));
+  }
   w.metric("mtp_prompt_tokens_cached_total", "counter",
            "Prompt tokens of finished requests that the prefix cache gave (not computed).",
            std::to_string(prompt_tokens_cached_));

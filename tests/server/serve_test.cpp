@@ -223,6 +223,11 @@ TEST(ServeTest, PrefixCacheAcrossTurns) {
     Json no_cache = edited;
     no_cache["cache_prompt"] = false;
     r.push_back(post_json(port, "/v1/chat/completions", no_cache));
+    // Idle: the KV blocks in use are the prefix cache's (none without a cache); a block held by neither
+    // leaked.
+    EXPECT_GT(metric(port, "mtp_kv_blocks"), 0);
+    EXPECT_EQ(metric(port, "mtp_kv_blocks_used"), on ? metric(port, "mtp_prefix_cache_blocks") : 0);
+    if (on) EXPECT_GT(metric(port, "mtp_kv_blocks_used"), 0);
     if (!on) {
       for (const Json& x : r) EXPECT_EQ(x["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
       continue;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/metrics.h"
 
 namespace mtp::server {
 
@@ -27,6 +28,8 @@ class Backend {
   virtual int32_t slot_of(uint64_t request_id) const { return -1; }
   // The prefix cache's counters; none without a cache.
   virtual std::optional<PrefixCacheStats> cache_stats() const { return std::nullopt; }
+  // The KV block pool's size and use; none for a backend without one.
+  virtual std::optional<KvBlockCounts> kv_blocks() const { return std::nullopt; }
 };
 
 // The real engine. Like the Engine, used by one thread only.
@@ -45,6 +48,10 @@ class EngineBackend final : public Backend {
   std::optional<PrefixCacheStats> cache_stats() const override {
     if (engine_.prefix_cache() == nullptr) return std::nullopt;
     return engine_.prefix_cache()->stats();
+  }
+  std::optional<KvBlockCounts> kv_blocks() const override {
+    const Memory& m = engine_.memory();
+    return KvBlockCounts{m.n_blocks(), m.n_blocks() - m.free_blocks()};
   }
 
  private:

@@ -159,6 +159,7 @@ class EngineLoop {
   int32_t busy_ = 0;
   int32_t drafting_ = 0;
   std::optional<PrefixCacheStats> cache_stats_;
+  std::optional<KvBlockCounts> kv_blocks_;
   std::vector<SlotInfo> slots_;
   std::thread thread_;
   // Engine thread only.

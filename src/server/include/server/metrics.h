@@ -16,13 +16,21 @@
 
 namespace mtp::server {
 
+// The engine's pool of KV blocks: `used` counts the blocks a slot or the prefix cache holds, so with every
+// slot free it equals the cache's block count (a block held by neither is a leak).
+struct KvBlockCounts {
+  int64_t total = 0;
+  int64_t used = 0;
+};
+
 // Values read at render time rather than accumulated.
 struct Gauges {
   int32_t slots_total = 0;
   int32_t slots_busy = 0;
   size_t queue_length = 0;
-  int32_t drafting_slots = 0;             // slots that drafted in the last step
-  std::optional<PrefixCacheStats> cache;  // after the last engine step; none without a prefix cache
+  int32_t drafting_slots = 0;              // slots that drafted in the last step
+  std::optional<PrefixCacheStats> cache;   // after the last engine step; none without a prefix cache
+  std::optional<KvBlockCounts> kv_blocks;  // after the last engine step; none for a backend without a pool
 };
 
 class Metrics {
