@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -50,11 +51,26 @@ std::string stream_text(const std::string& body, Json* last = nullptr) {
 }
 
 // Value of one sample line of /metrics ("name{labels}"), 0 when absent.
-double metric(int port, const std::string& sample) {
-  const std::string text = http_get(port, "/metrics").body;
+// A sample's value in /metrics text, 0 when absent.
+double sample_value(const std::string& text, const std::string& sample) {
   const size_t at = text.find("\n" + sample + " ");
   if (at == std::string::npos) return 0;
   return std::stod(text.substr(at + sample.size() + 2));
+}
+
+double metric(int port, const std::string& sample) {
+  return sample_value(http_get(port, "/metrics").body, sample);
+}
+
+// /metrics once it shows no slot busy: a reply can reach its client just before the engine publishes the
+// gauges of the step that ended it. Empty after 10 s.
+std::string idle_metrics(int port) {
+  for (int i = 0; i < 1000; ++i) {
+    std::string text = http_get(port, "/metrics").body;
+    if (text.find("\nmtp_slots_busy 0\n") != std::string::npos) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "";
 }
 
 Json completion_body(int i, int max_tokens) {
@@ -225,9 +241,12 @@ TEST(ServeTest, PrefixCacheAcrossTurns) {
     r.push_back(post_json(port, "/v1/chat/completions", no_cache));
     // Idle: the KV blocks in use are the prefix cache's (none without a cache); a block held by neither
     // leaked.
-    EXPECT_GT(metric(port, "mtp_kv_blocks"), 0);
-    EXPECT_EQ(metric(port, "mtp_kv_blocks_used"), on ? metric(port, "mtp_prefix_cache_blocks") : 0);
-    if (on) EXPECT_GT(metric(port, "mtp_kv_blocks_used"), 0);
+    const std::string idle = idle_metrics(port);
+    ASSERT_NE(idle, "") << "a slot still busy after 10 s";
+    EXPECT_GT(sample_value(idle, "mtp_kv_blocks"), 0);
+    EXPECT_EQ(sample_value(idle, "mtp_kv_blocks_used"),
+              on ? sample_value(idle, "mtp_prefix_cache_blocks") : 0);
+    if (on) EXPECT_GT(sample_value(idle, "mtp_kv_blocks_used"), 0);
     if (!on) {
       for (const Json& x : r) EXPECT_EQ(x["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
       continue;

@@ -132,9 +132,9 @@ def idle_problems(m, when):
 
 
 def sanitized(pid):
-    """Whether the server runs under ASan, whose own allocator, quarantine and stack depot grew the resident
-    set about 100 MiB per 40 s of this soak with the server's state flat (which the gauges show, and LSan checks
-    at exit), so its resident memory says nothing about the server's."""
+    """Whether the server runs under ASan, whose own allocator and quarantine of freed memory (256 MiB) grew
+    the resident set 100-290 MiB after this soak's warm-up with the server's state flat (which the gauges show,
+    and LSan checks at exit), so there its resident memory says nothing about the server's."""
     with open(f"/proc/{pid}/maps") as f:
         return "libasan" in f.read()
 
