@@ -76,6 +76,17 @@ TurnMessages next_turn(const LiveSession& session, const Json& recorded) {
   return out;
 }
 
+Json recorded_turn(const RecordedSession& session, const Json& recorded) {
+  const size_t k = session.recorded.is_array() ? session.recorded.size() : 0;
+  if (!is_assistant(session.answer) || !starts_with(recorded, session.recorded) || k >= recorded.size() ||
+      is_assistant(recorded[k]))
+    return recorded;
+  Json out = session.sent;
+  out.push_back(session.answer);
+  for (size_t i = k; i < recorded.size(); ++i) out.push_back(recorded[i]);
+  return out;
+}
+
 void finish_turn(LiveSession& session, const Json& recorded, const TurnMessages& sent,
                  std::optional<Reply> reply) {
   session.recorded = recorded;

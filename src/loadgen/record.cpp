@@ -97,6 +97,7 @@ Json request_json(const RequestRecord& r) {
          {"http_status", r.http_status},
          {"events", r.events.size()},
          {"timings", r.timings}};
+  if (!r.count_error.empty()) j["count_error"] = r.count_error;
   if (r.rate > 0) j["rate"] = r.rate;
   if (!r.server.empty()) j["server"] = r.server;
   if (r.pair >= 0) j["pair"] = r.pair;

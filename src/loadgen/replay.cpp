@@ -79,11 +79,17 @@ std::string random_nonce() {
 struct SessionState {
   int64_t turns = 0;
   LiveSession live;
+  RecordedSession recorded;  // --history recorded: the recorded answers
 };
 
 // Whether a request's history can carry live replies: a chat turn of a session with recorded messages.
 bool live_turn(const ReplayOptions& o, const TraceRequest& t) {
   return o.live_history && !t.session.empty() && !t.completions && !t.synthetic && t.messages.is_array();
+}
+
+// Whether a request's recorded history can take its session's recorded answers (live_history.h).
+bool answer_turn(const ReplayOptions& o, const TraceRequest& t) {
+  return !o.live_history && !t.session.empty() && !t.completions && !t.synthetic && t.messages.is_array();
 }
 
 // What the workers share.
@@ -174,6 +180,11 @@ void replay_worker(Replay& rp, int w) {
       (*client)->run(replay_request(rp.o, t, r.id, rp.model, rp.nonce, &turn.messages), rp.clock, r, &reply);
       finish_turn(session->live, t.messages, turn,
                   r.ok ? std::optional<Reply>(std::move(reply)) : std::nullopt);
+    } else if (session != nullptr && answer_turn(rp.o, t)) {
+      RecordedSession& rs = session->recorded;
+      Json messages = recorded_turn(rs, t.messages);
+      (*client)->run(replay_request(rp.o, t, r.id, rp.model, rp.nonce, &messages), rp.clock, r);
+      rs = RecordedSession{t.messages, std::move(messages), t.answer};
     } else {
       (*client)->run(replay_request(rp.o, t, r.id, rp.model, rp.nonce), rp.clock, r);
     }
@@ -250,7 +261,8 @@ Json replay_header(const ReplayOptions& o, const std::vector<TraceRequest>& reqs
                      {"cache", o.defeat_cache ? "defeat" : "reuse"},
                      {"history", o.live_history ? "live" : "recorded"},
                      {"seed", o.seed},
-                     {"timeout_s", o.client.timeout_s}};
+                     {"timeout_s", o.client.timeout_s},
+                     {"count_tokens", token_count_name(o.client.count)}};
   return run_header("mtp replay", o.tool_version, o.client.url, model, opts);
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "loadgen/prompts.h"
+#include "loadgen/replay.h"
 
 namespace mtp::loadgen {
 namespace {
@@ -108,16 +109,30 @@ void worker(Level& lv, int w) {
   }
 }
 
-// Fills the level's requests with the next synthetic prompts.
+// Request `id` of a dataset: entry id mod size, built as `mtp replay` builds it (its messages or prompt,
+// recorded parameters, synthetic text for length-only traces), the recorded output length capped.
+ChatRequest dataset_request(const BenchOptions& o, const std::string& model, int64_t id) {
+  ReplayOptions ro;
+  ro.seed = o.seed;
+  ro.max_tokens_cap = o.max_tokens;
+  const std::vector<TraceRequest>& d = *o.dataset;
+  return replay_request(ro, d[static_cast<size_t>(id) % d.size()], id, model, "");
+}
+
+// Fills the level's requests with the next synthetic prompts or dataset entries.
 void add_requests(Level& lv, const std::string& model, int64_t first_id) {
   const BenchOptions& o = lv.o;
   for (int i = 0; i < o.warmup + o.requests; ++i) {
-    ChatRequest req;
-    req.model = model;
     const int64_t id = first_id + i;
-    req.prompt =
-        synthetic_prompt(o.seed, id, prompt_length(o.seed, id, o.prompt_tokens, o.prompt_tokens_max));
-    req.max_tokens = o.max_tokens;
+    ChatRequest req;
+    if (o.dataset && !o.dataset->empty()) {
+      req = dataset_request(o, model, id);
+    } else {
+      req.prompt =
+          synthetic_prompt(o.seed, id, prompt_length(o.seed, id, o.prompt_tokens, o.prompt_tokens_max));
+      req.max_tokens = o.max_tokens;
+    }
+    req.model = model;
     req.temperature = o.temperature;
     req.ignore_eos = o.ignore_eos;
     lv.requests.push_back(std::move(req));
@@ -190,7 +205,7 @@ std::vector<int64_t> poisson_offsets_ns(double rate, int n, uint64_t seed, int l
 }
 
 Json header_json(const BenchOptions& o, const std::string& model) {
-  const Json opts = {
+  Json opts = {
       {"concurrency", o.levels},
       {"requests", o.requests},
       {"warmup", o.warmup},
@@ -200,11 +215,18 @@ Json header_json(const BenchOptions& o, const std::string& model) {
       {"max_tokens", o.max_tokens},
       {"seed", o.seed},
       {"timeout_s", o.client.timeout_s},
+      {"count_tokens", token_count_name(o.client.count)},
       {"temperature", o.temperature ? Json(*o.temperature) : Json()},
       {"ignore_eos", o.ignore_eos},
       {"rate", o.rates.empty() ? Json() : Json(o.rates)},
       {"baseline", o.baseline_url.empty() ? Json() : Json(o.baseline_url)},
       {"load", o.rates.empty() ? "closed-loop" : "poisson"}};
+  if (o.dataset) {
+    opts["dataset"] = o.dataset_path;
+    opts["dataset_format"] = o.dataset_format;
+    opts["dataset_requests"] = o.dataset->size();
+    opts["skipped_dataset_lines"] = o.dataset_skipped;
+  }
   return run_header("mtp bench", o.tool_version, o.client.url, model, opts);
 }
 

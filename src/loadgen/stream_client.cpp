@@ -227,10 +227,23 @@ Json chat_body(const ChatRequest& req) {
   return body;
 }
 
+const std::map<std::string, TokenCount>& token_count_names() {
+  static const std::map<std::string, TokenCount> kNames = {
+      {"auto", TokenCount::kAuto}, {"server", TokenCount::kServer}, {"tokenize", TokenCount::kTokenize}};
+  return kNames;
+}
+
+const char* token_count_name(TokenCount c) {
+  for (const auto& [name, value] : token_count_names())
+    if (value == c) return name.c_str();
+  return "auto";
+}
+
 struct StreamClient::Impl {
   httplib::Client http;
   std::string prefix;
   httplib::Headers headers;
+  TokenCount count = TokenCount::kAuto;
   explicit Impl(const std::string& origin) : http(origin) {}
 };
 
@@ -242,6 +255,7 @@ Expected<std::unique_ptr<StreamClient>> StreamClient::create(const ClientOptions
   c->impl_ = std::make_unique<Impl>(url.origin);
   if (!c->impl_->http.is_valid()) return invalid_argument("--url '", options.url, "' is not usable");
   c->impl_->prefix = url.prefix;
+  c->impl_->count = options.count;
   const auto timeout = std::chrono::duration<double>(options.timeout_s);
   c->impl_->http.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
   c->impl_->http.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
@@ -257,11 +271,53 @@ void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRec
   // A kept-alive connection the server closed after its last response (llama-server does, after a stream)
   // fails at once with no byte of answer: the request never reached a live connection, so it goes again,
   // once, on a fresh one. Any other failure, or one after a response began, is the request's.
+  // Counting by /tokenize needs the text even where the caller does not.
+  Reply own;
+  Reply* text = reply != nullptr || impl_->count == TokenCount::kServer ? reply : &own;
   const RequestRecord blank = r;
-  if (!run_attempt(req, clock, r, reply)) return;
-  r = blank;
-  if (reply != nullptr) *reply = Reply{};
-  run_attempt(req, clock, r, reply);
+  if (run_attempt(req, clock, r, text)) {
+    r = blank;
+    if (text != nullptr) *text = Reply{};
+    run_attempt(req, clock, r, text);
+  }
+  if (text != nullptr) count_by_tokenize(r, *text);
+}
+
+void StreamClient::count_by_tokenize(RequestRecord& r, const Reply& reply) {
+  const bool wanted = impl_->count == TokenCount::kTokenize ||
+                      (impl_->count == TokenCount::kAuto && r.count_source == "none");
+  if (!r.ok || !wanted) return;
+  // The text as delivered: markup the server parsed out (think tags, tool-call tags) is not in it.
+  std::string text = reply.reasoning + reply.content;
+  for (const Json& call : reply.tool_calls) {
+    const Json& f = call["function"];
+    text += f["name"].get<std::string>() + f["arguments"].get<std::string>();
+  }
+  Expected<int64_t> n = text.empty() ? Expected<int64_t>(int64_t{0}) : count_tokens(text);
+  if (!n.ok()) {
+    r.count_error = n.status().message();
+    return;
+  }
+  r.completion_tokens = *n;
+  r.count_source = "tokenize";
+  split_tokens(r);
+}
+
+Expected<int64_t> StreamClient::count_tokens(const std::string& text) {
+  const std::string body = Json{{"content", text}, {"add_special", false}}.dump();
+  httplib::Result res =
+      impl_->http.Post(impl_->prefix + "/tokenize", impl_->headers, body, "application/json");
+  // A kept-alive connection the server closed after the stream (llama-server): once more on a fresh one.
+  if (!res && (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write))
+    res = impl_->http.Post(impl_->prefix + "/tokenize", impl_->headers, body, "application/json");
+  if (!res) return io_error("POST /tokenize: ", transport_error(res.error()));
+  if (res->status != 200) return io_error("POST /tokenize: HTTP ", res->status);
+  const Json j = Json::parse(res->body, nullptr, false);
+  // llama-server and mtp serve answer {"tokens": [...]}; vLLM also gives "count".
+  if (const Json* tokens = member(j, "tokens"); tokens != nullptr && tokens->is_array())
+    return static_cast<int64_t>(tokens->size());
+  if (const int64_t count = int_at(j, "count"); count >= 0) return count;
+  return corrupt("POST /tokenize: the answer has no \"tokens\" array");
 }
 
 bool StreamClient::run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r,

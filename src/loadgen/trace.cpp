@@ -88,6 +88,12 @@ std::string read_mtp_line(const Json& j, TraceRequest& r) {
     r.extra = *p;
   }
   if (auto t = j.find("tools"); t != j.end() && t->is_array()) r.extra["tools"] = *t;
+  // The session goes back as the request's `user` (a redacted line's is a hash: it stays out).
+  if (!redacted && !r.session.empty()) r.extra["user"] = r.session;
+  if (auto a = j.find("answer"); a != j.end() && !a->is_null()) {
+    if (!a->is_object()) return "\"answer\" is not an object";
+    r.answer = *a;
+  }
   for (const char* key : {"completion_tokens", "max_tokens"}) {
     auto it = j.find(key);
     if (r.output_tokens >= 0 || it == j.end() || it->is_null()) continue;

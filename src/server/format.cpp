@@ -229,6 +229,7 @@ std::vector<Json> ResponseBuilder::chunks(const Update& u) {
       out.push_back(choice(delta, nullptr));
     }
   } else if (!u.text.empty() || !lp.is_null() || !sources.is_null()) {
+    text_ += u.text;
     out.push_back(choice(u.text, nullptr));
   }
   if (u.done && !u.error) {
@@ -269,6 +270,10 @@ void ResponseBuilder::add(const Update& u) {
   } else {
     text_ += u.text;
   }
+}
+
+Json ResponseBuilder::answer() const {
+  return chat() ? parser_->result().to_message_json() : Json{{"text", text_}};
 }
 
 Json ResponseBuilder::result() const {

@@ -55,6 +55,7 @@ std::string NativeResponseBuilder::stop_type() const {
 
 std::vector<Json> NativeResponseBuilder::chunks(const Update& u) {
   count(u);
+  text_ += u.text;  // for answer(); the stream's final event carries no text
   std::vector<Json> out;
   const bool probs = params_.options.n_probs > 0 && !u.tokens.empty();
   if (!u.text.empty() || (params_.return_tokens && !u.tokens.empty()) || probs) {

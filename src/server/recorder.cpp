@@ -67,6 +67,15 @@ std::string hashed_session(const std::string& id) {
   return buf;
 }
 
+// A redacted answer: the characters of its content (or completion text) and reasoning, and its tool calls.
+Json answer_lengths(const Json& answer) {
+  Json out = {{"chars", content_chars(answer.value("content", answer.value("text", Json())))},
+              {"reasoning_chars", content_chars(answer.value("reasoning_content", Json()))}};
+  const Json calls = answer.value("tool_calls", Json());
+  out["tool_calls"] = calls.is_array() ? calls.size() : 0;
+  return out;
+}
+
 int64_t ms_since_epoch() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -79,7 +88,8 @@ TraceRecorder::~TraceRecorder() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-Expected<std::unique_ptr<TraceRecorder>> TraceRecorder::open(const std::string& path, bool redact) {
+Expected<std::unique_ptr<TraceRecorder>> TraceRecorder::open(const std::string& path, bool redact,
+                                                             bool answers) {
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr)
     return io_error("--record: cannot open '", path, "' for appending: ", std::strerror(errno));
@@ -87,6 +97,7 @@ Expected<std::unique_ptr<TraceRecorder>> TraceRecorder::open(const std::string& 
   r->file_ = f;
   r->path_ = path;
   r->redact_ = redact;
+  r->answers_ = answers;
   return r;
 }
 
@@ -130,10 +141,17 @@ Json TraceRecorder::begin(const Json& body, bool chat) const {
 }
 
 void TraceRecorder::finish(Json line, int64_t prompt_tokens, int64_t completion_tokens,
-                           const std::string& finish_reason) {
+                           const std::string& finish_reason, const Json& answer) {
   line["prompt_tokens"] = prompt_tokens;
   line["completion_tokens"] = completion_tokens >= 0 ? Json(completion_tokens) : Json();
   line["finish_reason"] = finish_reason;
+  if (answers_ && answer.is_object()) {
+    if (redact_) {
+      line["answer_lengths"] = answer_lengths(answer);
+    } else {
+      line["answer"] = answer;
+    }
+  }
   const std::string s = dump_json(line) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
   if (std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0) return;
@@ -147,10 +165,10 @@ TraceEntry::~TraceEntry() {
   if (!done_) recorder_->finish(std::move(line_), prompt_tokens_, -1, "cancelled");
 }
 
-void TraceEntry::finish(int64_t completion_tokens, const std::string& finish_reason) {
+void TraceEntry::finish(int64_t completion_tokens, const std::string& finish_reason, const Json& answer) {
   if (done_) return;
   done_ = true;
-  recorder_->finish(std::move(line_), prompt_tokens_, completion_tokens, finish_reason);
+  recorder_->finish(std::move(line_), prompt_tokens_, completion_tokens, finish_reason, answer);
 }
 
 }  // namespace mtp::server

@@ -244,12 +244,12 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     ch->wait(updates, std::chrono::milliseconds(500));
     for (const Update& u : updates) {
       if (u.error) {
-        if (trace) trace->finish(builder->completion_tokens(), "error");
+        if (trace) trace->finish(builder->completion_tokens(), "error", builder->answer());
         return send_error(res, *u.error, cfg.loop.retry_after_s);
       }
       builder->add(u);
       if (!u.done) continue;
-      if (trace) trace->finish(builder->completion_tokens(), builder->finish_reason());
+      if (trace) trace->finish(builder->completion_tokens(), builder->finish_reason(), builder->answer());
       for (const std::string& w : builder->warnings())
         std::fprintf(stderr, "mtp serve: warning: %s\n", w.c_str());
       return send_json(res, 200, builder->result());
@@ -267,7 +267,8 @@ void Server::Impl::stream(httplib::Response& res, std::shared_ptr<RequestChannel
     std::unique_ptr<TraceEntry> trace;  // null when not recording
     void record(const char* reason) {
       if (trace)
-        trace->finish(builder->completion_tokens(), reason != nullptr ? reason : builder->finish_reason());
+        trace->finish(builder->completion_tokens(), reason != nullptr ? reason : builder->finish_reason(),
+                      builder->answer());
     }
     // A stream that ends otherwise (the client went away, the server stopped) is recorded as cancelled, with
     // the tokens generated until then; finish() is once only.

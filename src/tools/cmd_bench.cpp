@@ -10,6 +10,7 @@
 #include "command.h"
 #include "loadgen/report_sections.h"
 #include "loadgen/runner.h"
+#include "loadgen_args.h"
 
 namespace mtp::tools {
 namespace {
@@ -59,6 +60,34 @@ class BenchProgress {
   Timer timer_;
 };
 
+struct BenchArgs {
+  loadgen::BenchOptions options;
+  std::string output, dataset, dataset_format = "auto";
+};
+
+void add_prompt_options(CLI::App* cmd, BenchArgs& a) {
+  loadgen::BenchOptions& o = a.options;
+  CLI::Option* tokens =
+      cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length in words, about one token each")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  CLI::Option* tokens_max =
+      cmd->add_option("--prompt-tokens-max", o.prompt_tokens_max,
+                      "Vary prompt lengths: each uniform in [--prompt-tokens, this] (default: all equal)")
+          ->check(CLI::PositiveNumber);
+  std::vector<std::string> formats = {"auto"};
+  for (const std::string& f : loadgen::trace_formats()) formats.push_back(f);
+  cmd->add_option("--dataset", a.dataset,
+                  "Prompts from a dataset or trace file (any format mtp replay reads) instead of synthetic "
+                  "ones; max_tokens = min(recorded output length, --max-tokens)")
+      ->excludes(tokens)
+      ->excludes(tokens_max);
+  cmd->add_option("--dataset-format", a.dataset_format,
+                  "Format of --dataset (auto: from the file name and first line)")
+      ->check(CLI::IsMember(formats))
+      ->capture_default_str();
+}
+
 void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
   cmd->add_option("--url", o.client.url, "Server base URL, e.g. http://127.0.0.1:8080 (a /v1 suffix is fine)")
       ->required();
@@ -85,18 +114,13 @@ void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
   cmd->add_option("--warmup", o.warmup, "Warm-up requests per level (distinct prompts, not measured)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length in words, about one token each")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--prompt-tokens-max", o.prompt_tokens_max,
-                  "Vary prompt lengths: each uniform in [--prompt-tokens, this] (default: all equal)")
-      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-tokens", o.max_tokens, "max_tokens of each request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the synthetic prompts")->capture_default_str();
   cmd->add_option("--temperature", o.temperature, "Sampling temperature to send (default: none sent)");
   cmd->add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos so every request generates max_tokens");
+  add_count_tokens_option(cmd, o.client.count);
   cmd->add_option("--api-key", o.client.api_key, "Bearer token for the Authorization header");
   cmd->add_option("--timeout", o.client.timeout_s, "Connect and read timeout in seconds")
       ->check(CLI::PositiveNumber)
@@ -105,7 +129,31 @@ void add_options(CLI::App* cmd, loadgen::BenchOptions& o, std::string& out) {
       ->required();
 }
 
-int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
+// The --dataset file's requests into the options; an unreadable or empty file is an error naming it (exit 1).
+Status load_dataset(BenchArgs& a) {
+  loadgen::BenchOptions& o = a.options;
+  auto format = a.dataset_format == "auto" ? loadgen::detect_trace_format(a.dataset)
+                                           : Expected<std::string>(a.dataset_format);
+  // A file whose format cannot be told is bad input, not a bad flag.
+  if (!format.ok()) return corrupt("--dataset: ", format.status().message());
+  loadgen::TraceSkips skips;
+  auto reqs = loadgen::read_trace(a.dataset, *format, &skips);
+  if (!reqs.ok()) return Status(reqs.status().code(), "--dataset: " + reqs.status().message());
+  if (reqs->empty()) return corrupt("--dataset: ", a.dataset, ": no requests");
+  if (skips.count > 0)
+    std::fprintf(stderr,
+                 "mtp bench: warning: %lld unreadable lines or turns of --dataset left out; the first: %s\n",
+                 static_cast<long long>(skips.count), skips.first.c_str());
+  o.dataset = std::make_shared<const std::vector<loadgen::TraceRequest>>(std::move(reqs).value());
+  o.dataset_path = a.dataset;
+  o.dataset_format = *format;
+  o.dataset_skipped = skips.count;
+  return Status::Ok();
+}
+
+int run_bench_command(BenchArgs& a) {
+  loadgen::BenchOptions& o = a.options;
+  const std::string& path = a.output;
   // A bad URL is a usage error, found before the run file is created.
   if (auto url = loadgen::split_url(o.client.url); !url.ok()) return report_error("bench", url.status());
   if (auto url = loadgen::split_url(o.baseline_url); !o.baseline_url.empty() && !url.ok())
@@ -113,6 +161,8 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
   if (o.prompt_tokens_max > 0 && o.prompt_tokens_max < o.prompt_tokens)
     return report_error("bench", invalid_argument("--prompt-tokens-max ", o.prompt_tokens_max,
                                                   " is below --prompt-tokens ", o.prompt_tokens));
+  if (!a.dataset.empty())
+    if (Status s = load_dataset(a); !s.ok()) return report_error("bench", s);
   auto writer = loadgen::JsonlWriter::open(path);
   if (!writer.ok()) return report_error("bench", writer.status());
   const int servers = o.baseline_url.empty() ? 1 : 2;
@@ -139,16 +189,13 @@ int run_bench_command(loadgen::BenchOptions& o, const std::string& path) {
 }  // namespace
 
 CommandRunner register_bench(CLI::App& app) {
-  struct Args {
-    loadgen::BenchOptions options;
-    std::string output;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Measure an OpenAI-compatible server: closed-loop load per concurrency level, raw JSONL, report");
   add_options(cmd, a->options, a->output);
-  return [a] { return run_bench_command(a->options, a->output); };
+  add_prompt_options(cmd, *a);
+  return [a] { return run_bench_command(*a); };
 }
 
 }  // namespace mtp::tools

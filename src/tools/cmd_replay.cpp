@@ -10,6 +10,7 @@
 #include "command.h"
 #include "loadgen/replay.h"
 #include "loadgen/report_sections.h"
+#include "loadgen_args.h"
 
 namespace mtp::tools {
 namespace {
@@ -58,6 +59,7 @@ void add_options(CLI::App* cmd, ReplayArgs& a) {
   cmd->add_option("--limit", a.limit, "Replay only the first N requests (in arrival order)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a.o.seed, "Seed of the synthetic prompts")->capture_default_str();
+  add_count_tokens_option(cmd, a.o.client.count);
   cmd->add_option("--api-key", a.o.client.api_key, "Bearer token for the Authorization header");
   cmd->add_option("--timeout", a.o.client.timeout_s, "Connect and read timeout in seconds")
       ->check(CLI::PositiveNumber)

@@ -76,9 +76,10 @@ struct ServeArgs {
   bool log_requests = false;
   bool log_steps = false;
   // --record FILE: append every accepted generation request to this trace (docs/bench.md); --record-redact
-  // keeps lengths and parameters only.
+  // keeps lengths and parameters only; --record-answers adds each answer (redacted: its lengths).
   std::string record;
   bool record_redact = false;
+  bool record_answers = false;
   // Accepted for compatibility; reported.
   std::vector<std::string> notices;
   std::string env_error;  // a malformed environment setting, refused like a bad flag
@@ -175,6 +176,7 @@ Status validate(ServeArgs& a) {
     a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;  // explicit: no quarter-memory cap
   }
   if (a.record_redact && a.record.empty()) return invalid_argument("--record-redact needs --record FILE");
+  if (a.record_answers && a.record.empty()) return invalid_argument("--record-answers needs --record FILE");
   if (a.checkpoint_min_gap < 1)
     return invalid_argument("--cache-checkpoint-min-gap must be >= 1 token, got ", a.checkpoint_min_gap);
   if (a.checkpoint_every < 0)
@@ -301,7 +303,7 @@ int serve(ServeArgs& a) {
   // Opened before the model loads, so a path that cannot be written fails at once.
   std::shared_ptr<server::TraceRecorder> recorder;
   if (!a.record.empty()) {
-    auto r = server::TraceRecorder::open(a.record, a.record_redact);
+    auto r = server::TraceRecorder::open(a.record, a.record_redact, a.record_answers);
     if (!r.ok()) return fail(r.status());
     recorder = std::move(r).value();
   }
@@ -394,7 +396,7 @@ int serve(ServeArgs& a) {
   server::Server srv(cfg, backend, *tok, *tmpl);
   print_config(cfg.props, cfg.alias.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : cfg.alias);
   if (recorder)
-    std::printf("  recording requests to %s%s\n", a.record.c_str(),
+    std::printf("  recording requests%s to %s%s\n", a.record_answers ? " and answers" : "", a.record.c_str(),
                 a.record_redact ? " (redacted: lengths only)" : "");
   if (Status s = srv.start(); !s.ok()) return fail(s);
   std::printf("mtp serve: listening on http://%s:%d\n", a.host.c_str(), srv.port());
@@ -552,6 +554,9 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
                  "per request, read by mtp replay)");
   cmd.add_flag("--record-redact", a->record_redact,
                "With --record: keep only lengths and numeric parameters, no message, prompt or tool text");
+  cmd.add_flag("--record-answers", a->record_answers,
+               "With --record: also keep each answer (content, reasoning, tool calls; with --record-redact "
+               "their lengths)");
   const std::string cpu = "ignored, the engine is CPU-only";
   accept_noop(&cmd, a, "--n-gpu-layers,--gpu-layers", cpu, true);
   accept_noop(&cmd, a, "--n-gpu-layers-draft,--spec-draft-ngl", cpu, true);

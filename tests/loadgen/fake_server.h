@@ -1,7 +1,8 @@
 // An OpenAI-style streaming server in the test process: cpp-httplib on a loopback port, answering
 // POST /v1/chat/completions with a scripted SSE stream (each chunk after its own delay; fixed, or chosen per
 // request from its body), or with one of the failures the client must survive; and, when asked, GET /metrics
-// with vLLM's speculative-decoding counters (404 otherwise, as llama-server without --metrics).
+// with vLLM's speculative-decoding counters (404 otherwise, as llama-server without --metrics), and
+// POST /tokenize with one token per byte.
 #pragma once
 
 #include <httplib.h>
@@ -129,6 +130,18 @@ class FakeServer {
       const int served = static_cast<int>(bodies_.size());
       res.set_content(counters_ ? vllm_metrics_text(*counters_, served) : metrics_body_, "text/plain");
     });
+    server_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!tokenize_) {
+        res.status = 404;
+        return;
+      }
+      tokenize_bodies_.push_back(req.body);
+      const std::string text = nlohmann::json::parse(req.body).value("content", "");
+      nlohmann::json tokens = nlohmann::json::array();
+      for (size_t i = 0; i < text.size(); ++i) tokens.push_back(static_cast<int>(i));
+      res.set_content(nlohmann::json{{"tokens", tokens}}.dump(), "application/json");
+    });
     server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})",
                       "application/json");
@@ -156,6 +169,15 @@ class FakeServer {
   void serve_metrics_text(const std::string& body) {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_body_ = body;
+  }
+  // POST /tokenize: {"tokens": [...]}, one token per byte of "content" (404 until called).
+  void serve_tokenize() {
+    std::lock_guard<std::mutex> lock(mu_);
+    tokenize_ = true;
+  }
+  std::vector<std::string> tokenize_bodies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokenize_bodies_;
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string last_body() {
@@ -185,6 +207,8 @@ class FakeServer {
   std::optional<ScriptedCounters> counters_;
   Responder responder_;
   std::string metrics_body_;
+  bool tokenize_ = false;
+  std::vector<std::string> tokenize_bodies_;
 };
 
 }  // namespace mtp::testing

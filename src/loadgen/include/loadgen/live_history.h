@@ -36,6 +36,21 @@ struct TurnMessages {
 // recorded messages are sent as they are. The first turn is sent as recorded.
 TurnMessages next_turn(const LiveSession& session, const Json& recorded);
 
+// `--history recorded` on a trace with recorded answers: a session's previous turn as recorded and as sent,
+// and the answer it recorded.
+struct RecordedSession {
+  Json recorded;  // null before the first turn
+  Json sent;
+  Json answer;
+};
+
+// The messages to send for a turn whose recorded messages are `recorded`. Where they continue the previous
+// turn's recorded messages with new messages but without an assistant reply (a client that did not send the
+// reply back), the previous turn's recorded answer goes in as that reply, after what was sent for it;
+// otherwise (the reply is there, the history was rewritten, no answer was recorded) they are sent as they
+// are.
+Json recorded_turn(const RecordedSession& session, const Json& recorded);
+
 // Records what a turn sent and got back (`reply`: none when it failed), for the session's next turn.
 void finish_turn(LiveSession& session, const Json& recorded, const TurnMessages& sent,
                  std::optional<Reply> reply);

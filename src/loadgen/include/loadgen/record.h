@@ -58,7 +58,9 @@ struct RequestRecord {
   bool ok = false;
   std::string error;
   int64_t prompt_tokens = -1, completion_tokens = -1;
-  std::string count_source = "none";  // where completion_tokens came from: usage, timings (predicted_n), none
+  // Where completion_tokens came from: usage, timings (predicted_n), tokenize (POST /tokenize), none.
+  std::string count_source = "none";
+  std::string count_error;            // why POST /tokenize gave no count, when it was asked for one
   std::string token_source = "none";  // how events[].tokens were found: timings, chars or none
   Json timings;                       // the server's final timings object, null if it sent none
   // Replay only (written when set): the depth stratum of its prompt tokens ("<2048", "2048-8192", ...), its

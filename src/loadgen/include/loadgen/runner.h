@@ -3,11 +3,13 @@
 // With rates, each level is one rate instead: requests are due at Poisson arrival times and at most the
 // largest --concurrency are in flight; a request that finds every worker busy is sent late, and its
 // scheduled_ns vs sent_ns shows the lag (coordinated omission) rather than hiding it.
-// Every finished request goes to the run file at once (record.h).
+// Prompts are synthetic (prompts.h) or a dataset file's requests. Every finished request goes to the run
+// file at once (record.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "loadgen/record.h"
 #include "loadgen/spec_counters.h"
 #include "loadgen/stream_client.h"
+#include "loadgen/trace.h"
 
 namespace mtp::loadgen {
 
@@ -34,8 +37,13 @@ struct BenchOptions {
   uint64_t seed = 1;
   std::optional<double> temperature;
   bool ignore_eos = false;
-  std::string tool_version;  // for the header line
-  Warn on_warning;           // a server's /metrics that cannot be read (the run goes on without it)
+  // --dataset: the requests of a dataset or trace file (trace.h) instead of synthetic prompts, request id n
+  // sending entry n mod size as `mtp replay` would, max_tokens = min(its recorded output length, max_tokens).
+  std::shared_ptr<const std::vector<TraceRequest>> dataset;
+  std::string dataset_path, dataset_format;  // for the header
+  int64_t dataset_skipped = 0;               // unreadable lines of an imported dataset left out
+  std::string tool_version;                  // for the header line
+  Warn on_warning;  // a server's /metrics that cannot be read (the run goes on without it)
 };
 
 // The arrival offsets (ns from the level's start) of n requests at `rate` per second: cumulative

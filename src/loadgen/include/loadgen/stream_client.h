@@ -3,6 +3,7 @@
 // that is not JSON, an error event) ends the request as a failure with a message; nothing throws.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,11 +13,21 @@
 
 namespace mtp::loadgen {
 
+// Where a request's output token count comes from (docs/bench.md, "Token counts"). kAuto: the stream's
+// `usage`, else its final `timings.predicted_n`, else POST /tokenize on the text it carried; kServer: usage
+// or timings only (unknown otherwise); kTokenize: POST /tokenize always, whatever the stream reported.
+enum class TokenCount { kAuto, kServer, kTokenize };
+
 struct ClientOptions {
   std::string url;  // http://host:port, optionally with a path prefix; "/v1/chat/completions" is appended
   std::string api_key;
   double timeout_s = 600;  // connect and per-read timeout
+  TokenCount count = TokenCount::kAuto;
 };
+
+// The --count-tokens values by name ("auto", "server", "tokenize"), and the name of one.
+const std::map<std::string, TokenCount>& token_count_names();
+const char* token_count_name(TokenCount c);
 
 struct ChatRequest {
   std::string model;  // empty: no "model" field
@@ -54,6 +65,10 @@ class StreamClient {
   // worker, warmup and scheduled_ns are the caller's. With `reply`, also the text the stream carried.
   void run(const ChatRequest& req, const RunClock& clock, RequestRecord& r, Reply* reply = nullptr);
 
+  // The number of tokens the server's POST /tokenize gives for `text` ({"content": text}, no special tokens
+  // added; llama-server's and mtp serve's endpoint), or an error.
+  Expected<int64_t> count_tokens(const std::string& text);
+
   // The first model id from GET /v1/models, or an error.
   Expected<std::string> first_model();
 
@@ -64,6 +79,8 @@ class StreamClient {
  private:
   // One try; true when it failed at once on a kept-alive connection the server had closed.
   bool run_attempt(const ChatRequest& req, const RunClock& clock, RequestRecord& r, Reply* reply);
+  // Sets a finished request's completion_tokens from POST /tokenize where the options call for it.
+  void count_by_tokenize(RequestRecord& r, const Reply& reply);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -32,6 +32,9 @@ struct TraceRequest {
   // A redacted chat line's messages as (role, characters): synthetic messages of the same roles share the
   // prompt length in proportion to the characters. Empty: one user message.
   std::vector<std::pair<std::string, int64_t>> shape;
+  // Our trace recorded with `mtp serve --record-answers`: the server's answer (chat: the assistant message;
+  // completions: {"text"}); null when not recorded.
+  Json answer;
 };
 
 // Lines (or turns) of an imported dataset that could not be read and were left out: how many, and the first

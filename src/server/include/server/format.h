@@ -55,6 +55,9 @@ class ResponseFormatter {
   virtual std::string finish_reason() const = 0;
   // Tokens generated so far.
   virtual int64_t completion_tokens() const = 0;
+  // The answer so far, streamed or not, for `mtp serve --record-answers`: chat, the assistant message
+  // {"role", "content", "reasoning_content"?, "tool_calls"?}; completions, {"text"}.
+  virtual Json answer() const = 0;
   virtual const std::vector<std::string>& warnings() const = 0;
 };
 
@@ -77,6 +80,7 @@ class ResponseBuilder final : public ResponseFormatter {
   // "stop", "length" or "tool_calls" (chat replies that produced tool calls).
   std::string finish_reason() const override;
   int64_t completion_tokens() const override { return n_generated_; }
+  Json answer() const override;
   const std::vector<std::string>& warnings() const override { return warnings_; }
 
  private:
@@ -93,7 +97,7 @@ class ResponseBuilder final : public ResponseFormatter {
   int64_t n_prompt_;
   std::optional<chat::OutputParser> parser_;
   int tool_index_ = 0;
-  // Accumulated (non-streaming).
+  // Accumulated (the text also while streaming, for answer()).
   std::string text_;
   Json logprobs_ = Json();
   Json token_sources_ = Json::array();

@@ -34,6 +34,7 @@ class NativeResponseBuilder final : public ResponseFormatter {
   Json result() const override;
   std::string finish_reason() const override { return reason_ == "length" ? "length" : "stop"; }
   int64_t completion_tokens() const override { return n_generated_; }
+  Json answer() const override { return Json{{"text", text_}}; }
   const std::vector<std::string>& warnings() const override { return warnings_; }
 
  private:
