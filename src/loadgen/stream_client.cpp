@@ -268,12 +268,12 @@ Expected<std::unique_ptr<StreamClient>> StreamClient::create(const ClientOptions
 }
 
 void StreamClient::run(const ChatRequest& req, const RunClock& clock, RequestRecord& r, Reply* reply) {
-  // A kept-alive connection the server closed after its last response (llama-server does, after a stream)
-  // fails at once with no byte of answer: the request never reached a live connection, so it goes again,
-  // once, on a fresh one. Any other failure, or one after a response began, is the request's.
   // Counting by /tokenize needs the text even where the caller does not.
   Reply own;
   Reply* text = reply != nullptr || impl_->count == TokenCount::kServer ? reply : &own;
+  // A kept-alive connection the server closed after its last response (llama-server does, after a stream)
+  // fails at once with no byte of answer: the request never reached a live connection, so it goes again,
+  // once, on a fresh one. Any other failure, or one after a response began, is the request's.
   const RequestRecord blank = r;
   if (run_attempt(req, clock, r, text)) {
     r = blank;

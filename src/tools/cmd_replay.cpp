@@ -51,9 +51,10 @@ void add_options(CLI::App* cmd, ReplayArgs& a) {
                   "reuse: prompts as recorded; defeat: a unique nonce and cache_salt each")
       ->check(CLI::IsMember({"reuse", "defeat"}))
       ->capture_default_str();
-  cmd->add_option("--history", a.history,
-                  "Multi-turn sessions: recorded (each turn's history as in the trace) or live (the server's "
-                  "own replies to the earlier turns)")
+  cmd->add_option(
+         "--history", a.history,
+         "Multi-turn sessions: recorded (each turn's history as in the trace; a recorded answer where "
+         "a turn lacks the reply) or live (the server's own replies to the earlier turns)")
       ->check(CLI::IsMember({"recorded", "live"}))
       ->capture_default_str();
   cmd->add_option("--limit", a.limit, "Replay only the first N requests (in arrival order)")
