@@ -1,0 +1,340 @@
+#include "grammar/json_schema.h"
+
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "grammar/grammar.h"
+
+namespace mtp::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The primitive rules, each added to a grammar only when used. Whitespace is bounded (a newline and at most
+// 20 blanks between tokens) so a model cannot pad forever; numbers have at most 16 digits per part and a
+// two-digit exponent (so every number fits a double).
+const std::map<std::string, std::string>& primitives() {
+  static const std::map<std::string, std::string> rules = {
+      {"space", R"(| " " | "\n" [ \t]{0,20})"},
+      {"boolean", R"(("true" | "false") space)"},
+      {"null", R"("null" space)"},
+      {"integral-part", R"([0] | [1-9] [0-9]{0,15})"},
+      {"number", R"("-"? integral-part ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? space)"},
+      {"integer", R"("-"? integral-part space)"},
+      {"char", R"([^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))"},
+      {"string", R"("\"" char* "\"" space)"},
+      {"value", R"(object | array | string | number | boolean | null)"},
+      {"object", R"("{" space (string ":" space value ("," space string ":" space value)*)? "}" space)"},
+      {"array", R"("[" space (value ("," space value)*)? "]" space)"},
+      {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [1-2] [0-9] | "3" [0-1]))"},
+      {"time",
+       R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
+      {"date-time", R"(date "T" time)"},
+      {"uuid",
+       R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12})"},
+  };
+  return rules;
+}
+
+// The rules each primitive uses.
+const std::map<std::string, std::vector<std::string>>& primitive_deps() {
+  static const std::map<std::string, std::vector<std::string>> deps = {
+      {"boolean", {"space"}},
+      {"null", {"space"}},
+      {"number", {"integral-part", "space"}},
+      {"integer", {"integral-part", "space"}},
+      {"string", {"char", "space"}},
+      {"value", {"object", "array", "string", "number", "boolean", "null"}},
+      {"object", {"string", "value", "space"}},
+      {"array", {"value", "space"}},
+      {"date-time", {"date", "time"}},
+  };
+  return deps;
+}
+
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> keys = {"title", "description", "default",    "examples", "$schema",
+                                             "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
+  return keys;
+}
+
+const std::set<std::string>& supported_keywords() {
+  static const std::set<std::string> keys = {"type",     "properties",  "required", "additionalProperties",
+                                             "enum",     "const",       "items",    "minItems",
+                                             "maxItems", "anyOf",       "oneOf",    "$ref",
+                                             "$defs",    "definitions", "format",   "minLength",
+                                             "maxLength"};
+  return keys;
+}
+
+// A GBNF string literal for `text` (UTF-8 kept; quotes, backslashes and control bytes escaped).
+std::string gbnf_literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += str_cat("\\x", "0123456789ABCDEF"[c >> 4], "0123456789ABCDEF"[c & 15]);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string rule_name_from(const std::string& hint) {
+  std::string name;
+  for (char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
+  return name.empty() ? "schema" : name;
+}
+
+class Compiler {
+ public:
+  explicit Compiler(const Json& root) : root_(root) {}
+
+  Expected<std::string> run() {
+    auto body = visit(root_, "#", "root");
+    if (!body) return body.status();
+    std::string out = "root ::= " + *body + "\n";
+    for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+    return out;
+  }
+
+ private:
+  // A GBNF expression matching `schema` (and the whitespace after it); `at` is its JSON pointer for errors.
+  Expected<std::string> visit(const Json& schema, const std::string& at, const std::string& hint) {
+    if (schema.is_boolean()) {
+      if (!schema.get<bool>()) return invalid_argument("JSON Schema at ", at, ": 'false' matches nothing");
+      return use("value");
+    }
+    if (!schema.is_object())
+      return invalid_argument("JSON Schema at ", at, ": expected an object or a boolean");
+    for (const auto& [key, v] : schema.items())
+      if (!annotations().count(key) && !supported_keywords().count(key))
+        return unsupported("unsupported JSON Schema keyword '", key, "' at ", at);
+    if (auto it = schema.find("$ref"); it != schema.end()) return reference(*it, at);
+    if (auto it = schema.find("const"); it != schema.end())
+      return gbnf_literal(it->dump()) + " " + use("space");
+    if (auto it = schema.find("enum"); it != schema.end()) return enumeration(*it, at);
+    for (const char* key : {"anyOf", "oneOf"})
+      if (auto it = schema.find(key); it != schema.end())
+        return alternatives(*it, str_cat(at, "/", key), hint);
+    if (auto it = schema.find("type"); it != schema.end()) {
+      if (it->is_string()) return typed(it->get<std::string>(), schema, at, hint);
+      if (!it->is_array() || it->empty())
+        return invalid_argument("JSON Schema at ", at, ": 'type' must be a name or a non-empty list");
+      std::string out;
+      for (const Json& t : *it) {
+        if (!t.is_string()) return invalid_argument("JSON Schema at ", at, ": 'type' lists a non-string");
+        auto one = typed(t.get<std::string>(), schema, at, hint);
+        if (!one) return one.status();
+        out += (out.empty() ? "(" : " | ") + *one;
+      }
+      return out + ")";
+    }
+    if (schema.contains("properties") || schema.contains("additionalProperties"))
+      return typed("object", schema, at, hint);
+    if (schema.contains("items")) return typed("array", schema, at, hint);
+    return use("value");
+  }
+
+  // Names a primitive rule (adding it and what it uses).
+  std::string use(const std::string& name) {
+    if (rules_.count(name)) return name;
+    rules_[name] = primitives().at(name);
+    if (auto it = primitive_deps().find(name); it != primitive_deps().end())
+      for (const std::string& dep : it->second) use(dep);
+    return name;
+  }
+
+  std::string new_rule(const std::string& hint, const std::string& body) {
+    std::string name = rule_name_from(hint);
+    for (int i = 1; rules_.count(name) || primitives().count(name) || name == "root"; ++i)
+      name = str_cat(rule_name_from(hint), "-", i);
+    rules_[name] = body;
+    return name;
+  }
+
+  Expected<std::string> reference(const Json& ref, const std::string& at) {
+    if (!ref.is_string()) return invalid_argument("JSON Schema at ", at, ": '$ref' must be a string");
+    const std::string target = ref.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    const Json* schema = nullptr;
+    if (target == "#") {
+      schema = &root_;
+    } else {
+      for (const char* defs : {"#/$defs/", "#/definitions/"}) {
+        const std::string prefix = defs;
+        if (target.rfind(prefix, 0) != 0) continue;
+        const std::string key = prefix.substr(2, prefix.size() - 3);
+        const std::string name = target.substr(prefix.size());
+        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name))
+          schema = &root_[key][name];
+      }
+    }
+    if (!schema)
+      return unsupported("JSON Schema at ", at, ": '$ref' \"", target,
+                         "\" is not \"#\" or a name in the root's $defs or definitions");
+    // Named before it is compiled, so a recursive reference finds it.
+    const std::string name = new_rule("ref-" + target.substr(target.rfind('/') + 1), "");
+    refs_[target] = name;
+    auto body = visit(*schema, target, name);
+    if (!body) return body.status();
+    rules_[name] = *body;
+    return name;
+  }
+
+  Expected<std::string> enumeration(const Json& values, const std::string& at) {
+    if (!values.is_array() || values.empty())
+      return invalid_argument("JSON Schema at ", at, ": 'enum' must be a non-empty list");
+    std::string out;
+    for (const Json& v : values) out += (out.empty() ? "(" : " | ") + gbnf_literal(v.dump());
+    return out + ") " + use("space");
+  }
+
+  Expected<std::string> alternatives(const Json& list, const std::string& at, const std::string& hint) {
+    if (!list.is_array() || list.empty())
+      return invalid_argument("JSON Schema at ", at, ": expected a non-empty list of schemas");
+    std::string out;
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto one = visit(list[i], str_cat(at, "/", i), str_cat(hint, "-", i));
+      if (!one) return one.status();
+      out += (out.empty() ? "(" : " | ") + *one;
+    }
+    return out + ")";
+  }
+
+  Expected<uint32_t> count(const Json& schema, const char* key, uint32_t fallback, const std::string& at) {
+    auto it = schema.find(key);
+    if (it == schema.end()) return fallback;
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > kMaxRepetition)
+      return invalid_argument("JSON Schema at ", at, ": '", key, "' must be an integer from 0 to ",
+                              kMaxRepetition);
+    return static_cast<uint32_t>(it->get<uint64_t>());
+  }
+
+  static std::string bounds(uint32_t lo, uint32_t hi) {
+    return hi == UINT32_MAX ? str_cat("{", lo, ",}") : str_cat("{", lo, ",", hi, "}");
+  }
+
+  Expected<std::string> typed(const std::string& type, const Json& schema, const std::string& at,
+                              const std::string& hint) {
+    if (type == "string") return string_rule(schema, at);
+    if (type == "number" || type == "integer" || type == "boolean" || type == "null") return use(type);
+    if (type == "object") return object_rule(schema, at, hint);
+    if (type == "array") return array_rule(schema, at, hint);
+    return invalid_argument("JSON Schema at ", at, ": unknown type '", type, "'");
+  }
+
+  Expected<std::string> string_rule(const Json& schema, const std::string& at) {
+    if (auto it = schema.find("format"); it != schema.end()) {
+      const std::string format = it->is_string() ? it->get<std::string>() : it->dump();
+      if (format != "date" && format != "time" && format != "date-time" && format != "uuid")
+        return unsupported("unsupported JSON Schema string format '", format, "' at ", at,
+                           " (supported: date, time, date-time, uuid)");
+      return str_cat("\"\\\"\" ", use(format), " \"\\\"\" ", use("space"));
+    }
+    auto lo = count(schema, "minLength", 0, at);
+    if (!lo) return lo.status();
+    auto hi = count(schema, "maxLength", UINT32_MAX, at);
+    if (!hi) return hi.status();
+    if (*lo == 0 && *hi == UINT32_MAX) return use("string");
+    if (*hi < *lo) return invalid_argument("JSON Schema at ", at, ": maxLength is below minLength");
+    use("string");
+    return str_cat("\"\\\"\" char", bounds(*lo, *hi), " \"\\\"\" space");
+  }
+
+  Expected<std::string> array_rule(const Json& schema, const std::string& at, const std::string& hint) {
+    std::string item = use("value");
+    if (auto it = schema.find("items"); it != schema.end()) {
+      auto compiled = visit(*it, at + "/items", hint + "-item");
+      if (!compiled) return compiled.status();
+      item = new_rule(hint + "-item", *compiled);
+    }
+    auto lo = count(schema, "minItems", 0, at);
+    if (!lo) return lo.status();
+    auto hi = count(schema, "maxItems", UINT32_MAX, at);
+    if (!hi) return hi.status();
+    if (*hi < *lo) return invalid_argument("JSON Schema at ", at, ": maxItems is below minItems");
+    use("space");
+    if (*hi == 0) return std::string(R"("[" space "]" space)");
+    const std::string rest = str_cat(
+        "(\",\" space ", item, ")", bounds(*lo == 0 ? 0 : *lo - 1, *hi == UINT32_MAX ? UINT32_MAX : *hi - 1));
+    const std::string items = str_cat(item, " ", rest);
+    return str_cat("\"[\" space ", *lo == 0 ? "(" + items + ")?" : items, " \"]\" space");
+  }
+
+  Expected<std::string> object_rule(const Json& schema, const std::string& at, const std::string& hint);
+
+  const Json& root_;
+  std::map<std::string, std::string> rules_;
+  std::map<std::string, std::string> refs_;
+};
+
+// Properties in the schema's order, each `"key" : value`; optional ones may be skipped. first(i) is the rest
+// when nothing has been written yet (so no comma before the next pair), after(i) when something has.
+Expected<std::string> Compiler::object_rule(const Json& schema, const std::string& at,
+                                            const std::string& hint) {
+  const Json empty = Json::object();
+  const Json& props = schema.contains("properties") ? schema["properties"] : empty;
+  if (!props.is_object()) return invalid_argument("JSON Schema at ", at, ": 'properties' must be an object");
+  std::set<std::string> required;
+  if (auto it = schema.find("required"); it != schema.end()) {
+    if (!it->is_array()) return invalid_argument("JSON Schema at ", at, ": 'required' must be a list");
+    for (const Json& name : *it) {
+      if (!name.is_string() || !props.contains(name.get<std::string>()))
+        return unsupported("JSON Schema at ", at, ": required property ", name.dump(),
+                           " is not in 'properties' (unsupported)");
+      required.insert(name.get<std::string>());
+    }
+  }
+  const Json extra = schema.value("additionalProperties", Json(props.empty()));
+  if (props.empty() && extra.is_boolean() && extra.get<bool>()) return use("object");
+  use("space");
+  std::vector<std::pair<std::string, bool>> pairs;  // (the pair's expression, required)
+  for (const auto& [key, sub] : props.items()) {
+    auto value = visit(sub, at + "/properties/" + key, hint + "-" + key);
+    if (!value) return value.status();
+    const std::string value_rule = new_rule(hint + "-" + key, *value);
+    pairs.emplace_back(str_cat(gbnf_literal(Json(key).dump()), " space \":\" space ", value_rule),
+                       required.count(key) > 0);
+  }
+  std::string extra_pair;
+  if (!(extra.is_boolean() && !extra.get<bool>())) {
+    auto value = extra.is_boolean() ? Expected<std::string>(use("value"))
+                                    : visit(extra, at + "/additionalProperties", hint + "-extra");
+    if (!value) return value.status();
+    extra_pair = new_rule(hint + "-extra-kv", str_cat(use("string"), " \":\" space ", *value));
+  }
+  std::vector<std::string> after(pairs.size() + 1);  // after[i]: pairs i.. once something has been written
+  after[pairs.size()] = extra_pair.empty() ? "" : str_cat("(\",\" space ", extra_pair, ")*");
+  for (size_t i = pairs.size(); i-- > 0;) {
+    const std::string one = str_cat("\",\" space ", pairs[i].first);
+    after[i] = (pairs[i].second ? one : "(" + one + ")?") + " " + after[i + 1];
+  }
+  std::string first = extra_pair.empty() ? "" : str_cat("(", extra_pair, " ", after[pairs.size()], ")?");
+  for (size_t i = pairs.size(); i-- > 0;) {
+    const std::string with = str_cat(pairs[i].first, " ", after[i + 1]);
+    first = pairs[i].second ? with : str_cat("(", with, " | ", first, ")");
+  }
+  return new_rule(hint + "-object", str_cat("\"{\" space ", first, " \"}\" space"));
+}
+
+}  // namespace
+
+Expected<std::string> json_schema_to_gbnf(const Json& schema) {
+  auto text = Compiler(schema).run();
+  if (!text) return text.status();
+  auto check = parse_gbnf(*text);
+  if (!check)
+    return Status(StatusCode::kInternal, "compiled grammar does not parse: " + check.status().message());
+  return text;
+}
+
+std::string json_object_gbnf() {
+  return *json_schema_to_gbnf(Json{{"type", "object"}});
+}
+
+}  // namespace mtp::grammar
