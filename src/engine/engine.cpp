@@ -210,6 +210,11 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   s.opt = options;
   s.draft = draft;
   s.sampler = Sampler(options.sampling);
+  if (Status g = m.start_grammar(s); !g.ok()) {
+    m.memory.seq_free(seq);
+    s = Slot{};
+    return g;
+  }
   // What recent requests saw, until this one has rounds of its own.
   for (int h = 0; h < spec::kDraftHeads; ++h)
     s.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<spec::DraftHead>(h));
@@ -388,13 +393,25 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     int64_t used = 0;  // rows whose sampled token was emitted (row i's token follows row i)
     bool alive = true;
     int32_t y = 0;
+    std::string grammar_error;
     while (used < s.n_rows) {
       const std::span<const float> logits = out.logits_of(s.row0 + used).first(static_cast<size_t>(n_sample));
-      y = s.sampler.sample(logits, s.generated);
+      Expected<int32_t> drawn = sample_token(s, logits);
+      if (!drawn) {
+        grammar_error = drawn.status().message();
+        break;
+      }
+      y = *drawn;
       ++used;
       alive = emit(s, y, logits, ev);
       if (!alive) break;
       if (used > n_draft || y != s.drafted[static_cast<size_t>(used - 1)]) break;
+    }
+    if (!grammar_error.empty()) {  // the slot's memory goes with it, so nothing to roll back
+      SlotEvent fin = finish(s, FinishReason::kError, std::move(grammar_error));
+      fin.tokens = std::move(ev.tokens);
+      events.push_back(std::move(fin));
+      continue;
     }
     const int64_t accepted = std::min(used - 1, n_draft);
     if (n_draft > 0) mark_sources(ev.tokens, accepted, n_draft);

@@ -8,6 +8,7 @@
 
 #include "base/timer.h"
 #include "engine/engine.h"
+#include "grammar/token_mask.h"
 #include "model/batch.h"
 #include "spec/draft_vocab.h"
 
@@ -40,6 +41,12 @@ struct Slot {
   std::vector<Checkpoint> checkpoints;
   std::vector<std::pair<size_t, int64_t>>
       captured;  // this step: (checkpoint, batch row) to take hiddens from
+  // Structured output (RequestOptions::grammar): the matcher and its state after the emitted tokens (a
+  // rejected draft never advances it, so rollback needs nothing), and the step's mask and masked logits.
+  std::optional<grammar::Matcher> matcher;
+  grammar::Matcher::StateId grammar_state = 0;
+  std::vector<uint8_t> mask;
+  std::vector<float> masked;
   // This step:
   std::vector<int32_t> drafted;
   int64_t row0 = 0, n_rows = 0;
@@ -69,6 +76,9 @@ struct Engine::Impl {
   Batch batch;
   Outputs out;
   Outputs head_out;  // logits of restored prompts (forward_logits)
+  // Structured output (engine_grammar.cpp): the vocabulary's bytes and their trie, built on first use.
+  std::vector<std::string> token_bytes;
+  std::optional<grammar::TokenTrie> token_trie;
 
   Impl(const Model& m, const EngineOptions& o, ThreadPool& p, Memory mem)
       : model(m), opt(o), pool(p), memory(std::move(mem)), policy(o.policy) {}
@@ -107,10 +117,15 @@ struct Engine::Impl {
     }
     ev.tokens.push_back(make_token(id, logits, s.opt.logprobs, s.opt.n_probs));
     s.generated.push_back(id);
+    advance_grammar(s, id);
     ++s.timings.n_generated;
     ++totals.generated_tokens;
     if (s.opt.max_tokens >= 0 && s.timings.n_generated >= s.opt.max_tokens) {
       ev.finish = FinishReason::kLength;
+      return false;
+    }
+    if (grammar_finished(s)) {
+      ev.finish = FinishReason::kStop;
       return false;
     }
     return true;
@@ -138,7 +153,12 @@ struct Engine::Impl {
     s.state = SlotState::kGenerate;
     bool alive = s.opt.max_tokens != 0;
     if (alive) {
-      s.last = s.sampler.sample(logits, s.generated);
+      Expected<int32_t> first = sample_token(s, logits);
+      if (!first) {
+        events.push_back(finish(s, FinishReason::kError, first.status().message()));
+        return;
+      }
+      s.last = *first;
       alive = emit(s, s.last, logits, ev);
     } else {
       s.timings.prompt_ms = s.since_submit.millis();
@@ -147,6 +167,15 @@ struct Engine::Impl {
     if (report(s, ev, alive, memory.seq_pos(s.seq), events)) return;
     events.push_back(std::move(ev));
   }
+
+  // Structured output (engine_grammar.cpp). start_grammar: at submit, the request's matcher (and the
+  // vocabulary trie on first use). sample_token: the slot's sampler over the logits with the tokens the
+  // grammar refuses at -infinity (an error when it allows none, or when the matcher hits its limits).
+  // advance_grammar: the state after an emitted token. grammar_finished: nothing more can follow.
+  Status start_grammar(Slot& s);
+  Expected<int32_t> sample_token(Slot& s, std::span<const float> logits);
+  void advance_grammar(Slot& s, int32_t id);
+  bool grammar_finished(const Slot& s) const;
 
   // Prefix cache (engine_cache.cpp).
   void restore_prefix(Slot& s);

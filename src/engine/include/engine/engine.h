@@ -31,6 +31,7 @@
 #include "base/thread_pool.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 #include "model/memory.h"
 #include "model/model.h"
 #include "spec/drafter.h"
@@ -91,6 +92,10 @@ struct RequestOptions {
   // Prompt positions worth a checkpoint besides the engine's own (message starts: where agent traffic
   // edits the history), ascending; positions outside (0, prompt size) are ignored.
   std::vector<int64_t> checkpoints;
+  // Structured output: every sampled token (drafted rows included) is one the grammar allows after the
+  // tokens before it, and an end token only where a whole string of the grammar ends; the request stops
+  // once the grammar can take nothing more. nullptr: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 enum class FinishReason { kNone, kLength, kStop, kCancelled, kError };

@@ -1,0 +1,82 @@
+// Structured output in the engine: a request with a grammar samples every row (its first token, each verify
+// row of a draft) from logits whose refused tokens are at -infinity. Verification is sequential, so the
+// matcher's state at row i is the state after the tokens emitted before it: a rejected draft never advanced
+// it, and the output is the same with and without drafting. The draft head itself is not masked: a draft
+// the grammar refuses is rejected at verification like any other mismatch.
+#include <cmath>
+#include <limits>
+
+#include "base/check.h"
+#include "engine_impl.h"
+#include "tokenizer/byte_level.h"
+
+namespace mtp {
+namespace {
+
+// The bytes each token stands for: normal tokens out of GPT-2's byte alphabet, user-defined ones as their
+// text; control, unknown and unused tokens get none (a grammar never allows them; end tokens are handled
+// apart).
+std::vector<std::string> vocabulary_bytes(const Vocab& vocab, int64_t n_sample) {
+  std::vector<std::string> out(static_cast<size_t>(n_sample));
+  for (size_t id = 0; id < out.size() && id < vocab.tokens.size(); ++id) {
+    const auto type =
+        vocab.token_types.empty() ? TokenType::kNormal : static_cast<TokenType>(vocab.token_types[id]);
+    if (type == TokenType::kNormal || type == TokenType::kUndefined || type == TokenType::kByte)
+      out[id] = byte_level_to_bytes(vocab.tokens[id]).value_or("");
+    else if (type == TokenType::kUserDefined)
+      out[id] = vocab.tokens[id];
+  }
+  return out;
+}
+
+}  // namespace
+
+Status Engine::Impl::start_grammar(Slot& s) {
+  if (!s.opt.grammar) return Status::Ok();
+  if (model.vocab().tokens.empty()) return invalid_argument("a grammar needs the model's vocabulary");
+  if (!token_trie) {
+    token_bytes = vocabulary_bytes(model.vocab(), n_sample);
+    token_trie.emplace(token_bytes);
+  }
+  MTP_ASSIGN_OR_RETURN(grammar::Matcher matcher, grammar::Matcher::create(s.opt.grammar));
+  s.grammar_state = matcher.start();
+  s.matcher.emplace(std::move(matcher));
+  return Status::Ok();
+}
+
+Expected<int32_t> Engine::Impl::sample_token(Slot& s, std::span<const float> logits) {
+  if (!s.matcher) return s.sampler.sample(logits, s.generated);
+  MTP_RETURN_IF_ERROR(grammar::fill_token_mask(*s.matcher, s.grammar_state, *token_trie, s.mask));
+  // End tokens end the output only where the grammar may end; with ignore_eos they would be text, which no
+  // grammar rule holds.
+  const bool may_end = s.matcher->is_complete(s.grammar_state) && !s.opt.ignore_eos;
+  for (int32_t id : opt.end_tokens)
+    if (id >= 0 && id < n_sample) s.mask[static_cast<size_t>(id)] = may_end;
+  s.masked.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t id = 0; id < s.masked.size(); ++id) {
+    if (!s.mask[id]) s.masked[id] = -std::numeric_limits<float>::infinity();
+    any = any || s.mask[id];
+  }
+  if (!any) return invalid_argument("the grammar allows no token of this vocabulary here");
+  const int32_t id = s.sampler.sample(s.masked, s.generated);
+  // A sampler may still land on a refused token when every allowed one is cut (a logit_bias of -infinity).
+  if (!s.mask[static_cast<size_t>(id)])
+    return invalid_argument("every token the grammar allows here is excluded by logit_bias");
+  return id;
+}
+
+void Engine::Impl::advance_grammar(Slot& s, int32_t id) {
+  if (!s.matcher) return;
+  auto next = s.matcher->advance(s.grammar_state, token_bytes[static_cast<size_t>(id)]);
+  // The mask was computed from this state with this matcher, so the step is cached and allowed.
+  MTP_CHECK(next.ok() && *next != grammar::Matcher::kReject, "token ", id,
+            " was sampled against the grammar");
+  s.grammar_state = *next;
+}
+
+bool Engine::Impl::grammar_finished(const Slot& s) const {
+  return s.matcher && !s.matcher->can_continue(s.grammar_state);
+}
+
+}  // namespace mtp

@@ -1,0 +1,179 @@
+// Structured output in the engine: outputs under a JSON Schema parse and validate (checked by the gate's
+// schema validator, which shares no code with the grammar compiler), greedy and seeded outputs are the same
+// with MTP drafting on and off, a GBNF grammar's language is all that comes out, and a pathological grammar
+// ends its request with an error instead of stalling the engine.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <regex>
+
+#include "engine_fixtures.h"
+#include "gate/schema.h"
+#include "grammar/json_schema.h"
+#include "spec/mtp_drafter.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mtp::testing {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* kSchema = R"({"type":"object","properties":{
+  "unit":{"enum":["celsius","fahrenheit"]},
+  "ok":{"type":"boolean"},
+  "days":{"type":"integer"},
+  "tags":{"type":"array","items":{"type":"string","maxLength":6},"maxItems":3},
+  "note":{"type":"string","maxLength":12}},
+  "required":["unit","ok"],"additionalProperties":false})";
+
+std::shared_ptr<const grammar::Grammar> compile(const std::string& gbnf) {
+  auto g = grammar::parse_gbnf(gbnf);
+  if (!g.ok()) throw std::runtime_error(g.status().message());
+  return std::make_shared<const grammar::Grammar>(std::move(*g));
+}
+
+struct Fixture {
+  Model model;
+  Tokenizer tokenizer;
+  ThreadPool pool{2};
+
+  static Fixture load() {
+    auto m = Model::load(structured_model(GgmlType::Q8_0));
+    if (!m.ok()) throw std::runtime_error(m.status().message());
+    auto t = Tokenizer::create(m->vocab());
+    if (!t.ok()) throw std::runtime_error(t.status().message());
+    return Fixture{std::move(*m), std::move(*t)};
+  }
+  std::unique_ptr<Engine> engine(bool spec, int32_t n_max = 3, spec::ScriptedDrafter** scripted = nullptr) {
+    EngineOptions eo;
+    eo.n_ctx = 2048;
+    eo.n_batch = 64;
+    eo.spec = spec ? SpecType::kMtp : SpecType::kNone;
+    eo.draft.n_max = n_max;
+    eo.end_tokens = default_end_tokens(model.vocab());
+    if (scripted)
+      eo.make_drafter = [scripted](const Model&, Memory&,
+                                   ThreadPool&) -> Expected<std::unique_ptr<spec::Drafter>> {
+        auto d = std::make_unique<spec::ScriptedDrafter>();
+        *scripted = d.get();
+        return std::unique_ptr<spec::Drafter>(std::move(d));
+      };
+    return make_engine(model, eo, pool);
+  }
+};
+
+TEST(GrammarEngine, SchemaOutputsParseValidateAndMatchWithAndWithoutDrafting) {
+  Fixture f = Fixture::load();
+  const Json schema = Json::parse(kSchema);
+  auto gbnf = grammar::json_schema_to_gbnf(schema);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().message();
+  RequestOptions ro;
+  ro.max_tokens = 400;
+  ro.grammar = compile(*gbnf);
+  auto plain = f.engine(false);
+  auto drafting = f.engine(true);
+  spec::SpecStats drafted;
+  int outputs = 0;
+  for (uint64_t seed : {0, 1, 2, 3}) {
+    ro.sampling.temperature = seed == 0 ? 0.0f : 0.8f;  // greedy once, then seeded sampling
+    ro.sampling.seed = seed;
+    for (const auto& prompt : test_prompts(3, seed + 1)) {
+      const Generation a = generate(*plain, prompt, ro);
+      const Generation b = generate(*drafting, prompt, ro);
+      EXPECT_EQ(a.tokens, b.tokens) << "seed " << seed;
+      drafted.merge(b.timings.spec);
+      ASSERT_EQ(a.finish, FinishReason::kStop) << "seed " << seed;
+      const std::string text = f.tokenizer.decode(a.tokens);
+      const Json value = Json::parse(text, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << text;
+      EXPECT_EQ(gate::schema_violation(schema, value), "") << text;
+      // The validator's subset leaves out maxItems and maxLength.
+      EXPECT_LE(value.value("tags", Json::array()).size(), 3u) << text;
+      EXPECT_LE(value.value("note", std::string()).size(), 12u) << text;
+      ++outputs;
+    }
+  }
+  EXPECT_EQ(outputs, 12);
+  EXPECT_GT(drafted.drafted, 0) << "drafting never ran, so the comparison shows nothing";
+}
+
+// Drafts that follow the grammar's path are accepted, so verify rows past the first are sampled under the
+// mask too; a wrong token at each draft position in turn is rejected and the grammar state goes back with it.
+TEST(GrammarEngine, AcceptedAndRejectedDraftsAlongTheGrammarPath) {
+  Fixture f = Fixture::load();
+  RequestOptions ro;
+  ro.max_tokens = 400;
+  ro.grammar = compile(*grammar::json_schema_to_gbnf(Json::parse(kSchema)));
+  auto plain = f.engine(false);
+  spec::ScriptedDrafter* scripted = nullptr;
+  auto drafting = f.engine(true, 3, &scripted);
+  int64_t drafted = 0, accepted = 0;
+  for (uint64_t seed : {0, 5}) {
+    ro.sampling.temperature = seed == 0 ? 0.0f : 0.8f;
+    ro.sampling.seed = seed;
+    for (const auto& prompt : test_prompts(3, seed + 7)) {
+      const Generation a = generate(*plain, prompt, ro);
+      std::vector<int32_t> script = prompt;
+      script.insert(script.end(), a.tokens.begin(), a.tokens.end());
+      scripted->set_script(0, script, f.tokenizer.n_tokens());
+      scripted->set_wrong(0, {-1, 0, -1, 1, 2});  // per round: all right, or one wrong at that position
+      const Generation b = generate(*drafting, prompt, ro);
+      EXPECT_EQ(a.tokens, b.tokens) << f.tokenizer.decode(a.tokens) << "\n" << f.tokenizer.decode(b.tokens);
+      drafted += b.timings.spec.drafted;
+      accepted += b.timings.spec.accepted;
+    }
+  }
+  EXPECT_GT(accepted, drafted / 3);
+  EXPECT_LT(accepted, drafted);
+}
+
+TEST(GrammarEngine, GbnfLanguageIsAllThatComesOut) {
+  Fixture f = Fixture::load();
+  RequestOptions ro;
+  ro.max_tokens = 50;
+  ro.grammar = compile(R"(root ::= ("yes" | "no") ", " [0-9]{2} "!")");
+  auto engine = f.engine(true);
+  for (const auto& prompt : test_prompts(4)) {
+    const Generation g = generate(*engine, prompt, ro);
+    EXPECT_EQ(g.finish, FinishReason::kStop);
+    const std::string text = f.tokenizer.decode(g.tokens);
+    EXPECT_TRUE(std::regex_match(text, std::regex("(yes|no), [0-9]{2}!"))) << text;
+  }
+}
+
+TEST(GrammarEngine, PathologicalGrammarEndsTheRequestWithAnError) {
+  Fixture f = Fixture::load();
+  RequestOptions ro;
+  ro.max_tokens = 200;
+  // Each "a" doubles the distinct stacks; a strong bias keeps choosing "a" until the matcher's bound.
+  ro.grammar = compile(R"(root ::= "a" root "b" | "a" root "c" | "d")");
+  const std::vector<int32_t> a =
+      f.tokenizer.encode("a", {.parse_special = false, .add_bos = false, .add_eos = false});
+  ASSERT_EQ(a.size(), 1u);
+  ro.sampling.logit_bias = {{a[0], 100.0f}};
+  auto engine = f.engine(false);
+  const Generation g = generate(*engine, test_prompts(1)[0], ro);
+  EXPECT_EQ(g.finish, FinishReason::kError);
+  EXPECT_GT(g.tokens.size(), 8u);
+  EXPECT_LT(g.tokens.size(), 200u);
+  // The engine goes on serving.
+  ro.grammar = compile(R"(root ::= "d")");
+  EXPECT_EQ(f.tokenizer.decode(generate(*engine, test_prompts(1)[0], ro).tokens), "d");
+}
+
+TEST(GrammarEngine, RequestFailsWhenTheGrammarCannotBeMet) {
+  Fixture f = Fixture::load();
+  RequestOptions ro;
+  ro.grammar = compile(R"(root ::= "x" "y")");
+  // Every token that could start the output is forbidden.
+  for (int32_t id = 0; id < f.tokenizer.n_tokens(); ++id)
+    if (f.tokenizer.piece(id).rfind("x", 0) == 0) ro.sampling.logit_bias.emplace_back(id, -INFINITY);
+  auto engine = f.engine(false);
+  const Generation g = generate(*engine, test_prompts(1)[0], ro);
+  EXPECT_EQ(g.finish, FinishReason::kError);
+  EXPECT_TRUE(g.tokens.empty());
+}
+
+}  // namespace
+}  // namespace mtp::testing
