@@ -7,6 +7,8 @@
 #include <mutex>
 #include <random>
 
+#include "grammar/json_schema.h"
+
 namespace mtp::server {
 namespace {
 
@@ -239,21 +241,81 @@ Err parse_penalties(const Json& body, SamplerOptions& s) {
   return std::nullopt;
 }
 
+// A grammar from GBNF text or a JSON Schema, as a 400 naming `param` when it does not compile.
+Err compile_grammar(const std::string& gbnf, const char* param, RequestOptions& opt) {
+  auto g = grammar::parse_gbnf(gbnf);
+  if (!g.ok()) return bad_request(str_cat("'", param, "': ", g.status().message()), param);
+  opt.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
+  return std::nullopt;
+}
+Err compile_schema(const Json& schema, const char* param, RequestOptions& opt) {
+  if (!schema.is_object() && !schema.is_boolean()) return wrong_type(param, "a JSON Schema object", schema);
+  auto gbnf = grammar::json_schema_to_gbnf(schema);
+  if (!gbnf.ok()) return bad_request(str_cat("'", param, "': ", gbnf.status().message()), param);
+  return compile_grammar(*gbnf, param, opt);
+}
+
+// OpenAI's response_format: "text", "json_object" (any object; llama-server also reads a "schema" there) or
+// "json_schema" with {"name", "schema", "strict"}.
+Err parse_response_format(const Json& j, RequestOptions& opt) {
+  if (!j.is_object()) return wrong_type("response_format", "an object", j);
+  auto t = j.find("type");
+  const std::string type = t != j.end() && t->is_string() ? t->get<std::string>() : "";
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    if (auto schema = j.find("schema"); schema != j.end())
+      return compile_schema(*schema, "response_format.schema", opt);
+    return compile_grammar(grammar::json_object_gbnf(), "response_format", opt);
+  }
+  if (type == "json_schema") {
+    auto js = j.find("json_schema");
+    if (js == j.end() || !js->is_object())
+      return bad_request("response_format json_schema needs a 'json_schema' object",
+                         "response_format.json_schema");
+    if (auto strict = js->find("strict"); strict != js->end() && !strict->is_boolean())
+      return wrong_type("response_format.json_schema.strict", "a boolean", *strict);
+    auto schema = js->find("schema");
+    if (schema == js->end())
+      return bad_request("response_format.json_schema needs a 'schema'",
+                         "response_format.json_schema.schema");
+    return compile_schema(*schema, "response_format.json_schema.schema", opt);
+  }
+  return bad_request("response_format type must be \"text\", \"json_object\" or \"json_schema\"",
+                     "response_format");
+}
+
+// Structured output: llama-server's `grammar` (GBNF) and `json_schema`, OpenAI's `response_format`; at most
+// one of them constrains a request.
+Err parse_structured_output(const Json& body, RequestOptions& opt) {
+  int given = 0;
+  if (const Json* j = field(body, "grammar");
+      j && !(j->is_string() && j->get_ref<const std::string&>().empty())) {
+    if (!j->is_string()) return wrong_type("grammar", "a string of GBNF", *j);
+    MTP_API_TRY(compile_grammar(j->get<std::string>(), "grammar", opt));
+    ++given;
+  }
+  if (const Json* j = field(body, "json_schema"); j && !j->is_null()) {
+    MTP_API_TRY(compile_schema(*j, "json_schema", opt));
+    ++given;
+  }
+  if (const Json* j = field(body, "response_format"); j && !j->is_null()) {
+    auto before = std::move(opt.grammar);
+    opt.grammar = nullptr;
+    MTP_API_TRY(parse_response_format(*j, opt));
+    if (opt.grammar)
+      ++given;
+    else
+      opt.grammar = std::move(before);  // "text" constrains nothing
+  }
+  if (given > 1)
+    return bad_request("give at most one of 'grammar', 'json_schema' and 'response_format' (json)",
+                       "grammar");
+  return std::nullopt;
+}
+
 // Fields whose non-default values need sampler features this server does not have: refused rather than
 // silently ignored.
 Err refuse_unsupported(const Json& body) {
-  for (const char* name : {"grammar", "json_schema"}) {
-    if (const Json* j = field(body, name); j && !(j->is_string() && j->get_ref<const std::string&>().empty()))
-      return bad_request(str_cat("'", name, "' (constrained decoding) is not supported by this server"),
-                         name);
-  }
-  if (const Json* j = field(body, "response_format")) {
-    if (!j->is_object()) return wrong_type("response_format", "an object", *j);
-    auto t = j->find("type");
-    if (t == j->end() || !t->is_string() || t->get<std::string>() != "text")
-      return bad_request("only response_format {\"type\": \"text\"} is supported by this server",
-                         "response_format");
-  }
   std::optional<int64_t> n;
   MTP_API_TRY(get_int(body, "n", 1, 1, n));
   return std::nullopt;
@@ -341,6 +403,7 @@ std::optional<ApiError> parse_common(const Json& body, const RequestDefaults& d,
   const int64_t seed = i.value_or(d.seed);
   opt.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : random_seed();
   MTP_API_TRY(parse_penalties(body, opt.sampling));
+  MTP_API_TRY(parse_structured_output(body, opt));
 
   // max_tokens (OpenAI), max_completion_tokens (OpenAI chat), n_predict (llama-server; -1 = unlimited).
   opt.max_tokens = d.n_predict;

@@ -125,7 +125,10 @@ TEST(ApiTest, RangesAreChecked) {
       R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
       R"({"prompt": "a", "stop": [""]})",
       R"({"prompt": "a", "echo": true})",
-      R"({"prompt": "a", "response_format": {"type": "json_object"}})",
+      R"({"prompt": "a", "response_format": {"type": "xml"}})",
+      R"({"prompt": "a", "grammar": "root ::= \"a"})",
+      R"({"prompt": "a", "grammar": 5})",
+      R"({"prompt": "a", "json_schema": {"type": "string", "pattern": "a+"}})",
   };
   for (const char* b : bad) {
     auto e = completion(b);
@@ -141,6 +144,46 @@ TEST(ApiTest, RangesAreChecked) {
   // Defaults and neutral values are fine.
   EXPECT_FALSE(completion(R"({"prompt": "a", "presence_penalty": 0, "frequency_penalty": 0, "n": 1,
                               "n_predict": -1, "logit_bias": {}, "response_format": {"type": "text"}})"));
+}
+
+// Structured output: llama-server's grammar and json_schema, OpenAI's response_format (json_object and
+// json_schema with strict), each compiled into the request's grammar; errors name the field and the problem.
+TEST(ApiTest, StructuredOutputFields) {
+  for (const char* body : {
+           R"({"prompt": "a", "grammar": "root ::= [a-z]+"})",
+           R"({"prompt": "a", "json_schema": {"type": "object", "properties": {"x": {"type": "integer"}}}})",
+           R"({"prompt": "a", "response_format": {"type": "json_object"}})",
+           R"({"prompt": "a", "response_format": {"type": "json_object", "schema": {"type": "array"}}})",
+           R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+               "strict": true, "schema": {"type": "object", "properties": {"a": {"enum": [1, 2]}},
+               "required": ["a"], "additionalProperties": false}}}})",
+       }) {
+    GenerationParams p;
+    ASSERT_FALSE(completion(body, &p)) << body;
+    EXPECT_NE(p.options.grammar, nullptr) << body;
+  }
+  GenerationParams p;
+  ASSERT_FALSE(chat(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "text"},
+                        "grammar": ""})",
+                    &p));
+  EXPECT_EQ(p.options.grammar, nullptr);
+  EXPECT_EQ(completion(R"({"prompt": "a", "grammar": "root ::= \"a"})")->message,
+            "'grammar': 1:10: unterminated string literal");
+  EXPECT_EQ(completion(R"({"prompt": "a", "grammar": "root ::= x"})")->message,
+            "'grammar': 1:10: undefined rule 'x'");
+  EXPECT_EQ(completion(R"({"prompt": "a", "json_schema": {"type": "string", "pattern": "a+"}})")->message,
+            "'json_schema': unsupported JSON Schema keyword 'pattern' at #");
+  auto e =
+      chat(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+                   "json_schema": {"name": "n", "schema": {"type": "object", "properties": {"n":
+                   {"type": "number", "minimum": 0}}}}}})");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(
+      e->message,
+      "'response_format.json_schema.schema': unsupported JSON Schema keyword 'minimum' at #/properties/n");
+  EXPECT_EQ(e->param, "response_format.json_schema.schema");
+  EXPECT_EQ(completion(R"({"prompt": "a", "grammar": "root ::= \"a\"", "json_schema": {}})")->message,
+            "give at most one of 'grammar', 'json_schema' and 'response_format' (json)");
 }
 
 // Penalties and logit_bias reach the sampler options in both request forms (OpenAI's map, llama-server's

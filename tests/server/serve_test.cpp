@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "../tools/cli_util.h"
+#include "gate/schema.h"
 #include "http_client.h"
 #include "server/api.h"
 #include "server_process.h"
@@ -436,6 +437,64 @@ TEST(ServeTest, DraftingChangesNoResponseAtItsEdges) {
   }
   EXPECT_GT(drafted, 0);
   EXPECT_GT(accepted, 0);  // drafts were accepted: the stop strings and logprobs met them
+}
+
+// Structured output through every request form: chat with OpenAI's response_format json_schema, completions
+// with llama-server's json_schema, /completion with a GBNF grammar; streamed and not, drafting on and off,
+// the same bytes, and every JSON output validates (the gate's validator, independent of the compiler).
+TEST(ServeTest, StructuredOutput) {
+  ServerProcess srv(kModel + " -np 2 --spec mtp --draft-max 3");
+  const int port = srv.port();
+  const Json schema = Json::parse(R"({"type":"object","properties":{"unit":{"enum":["celsius","fahrenheit"]},
+      "ok":{"type":"boolean"},"days":{"type":"integer"},"note":{"type":"string","maxLength":10}},
+      "required":["unit","ok"],"additionalProperties":false})");
+  Json chat = {
+      {"messages", Json::array({Json{{"role", "user"}, {"content", "Weather as JSON"}}})},
+      {"max_tokens", 200},
+      {"temperature", 0},
+      {"response_format",
+       {{"type", "json_schema"}, {"json_schema", {{"name", "w"}, {"strict", true}, {"schema", schema}}}}}};
+  Json completion = {{"prompt", "The model"},
+                     {"max_tokens", 200},
+                     {"temperature", 0.7},
+                     {"seed", 3},
+                     {"json_schema", schema}};
+  Json native = {{"prompt", "The model"},
+                 {"n_predict", 30},
+                 {"seed", 11},
+                 {"grammar", "root ::= (\"yes\" | \"no\") \" \" [0-9]{3}"}};
+  const std::vector<std::pair<std::string, Json>> requests = {
+      {"/v1/chat/completions", chat}, {"/v1/completions", completion}, {"/completion", native}};
+  for (const auto& [endpoint, body] : requests) {
+    std::string texts[2];
+    for (int spec = 0; spec < 2; ++spec) {
+      Json b = body;
+      b["speculative"] = spec == 1;
+      const Json r = post_json(port, endpoint, b);
+      const std::string text = endpoint == "/completion" ? r["content"].get<std::string>()
+                               : endpoint == "/v1/completions"
+                                   ? r["choices"][0]["text"].get<std::string>()
+                                   : r["choices"][0]["message"]["content"].get<std::string>();
+      b["stream"] = true;
+      if (endpoint != "/completion")
+        EXPECT_EQ(stream_text(http_post(port, endpoint, b.dump()).body), text) << endpoint;
+      texts[spec] = text;
+    }
+    EXPECT_EQ(texts[0], texts[1]) << endpoint;
+    if (endpoint == "/completion") {
+      EXPECT_TRUE(std::regex_match(texts[0], std::regex("(yes|no) [0-9]{3}"))) << texts[0];
+      continue;
+    }
+    const Json value = Json::parse(texts[0], nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << endpoint << ": " << texts[0];
+    EXPECT_EQ(gate::schema_violation(schema, value), "") << texts[0];
+  }
+  Json bad = completion;
+  bad["json_schema"]["properties"]["days"]["minimum"] = 1;
+  const HttpResponse r = http_post(port, "/v1/completions", bad.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("unsupported JSON Schema keyword 'minimum' at #/properties/days"), std::string::npos)
+      << r.body;
 }
 
 // Both draft heads under the auto policy: /props and the banner say so, and a request may name the server's
