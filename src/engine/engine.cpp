@@ -316,7 +316,10 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       if (passes.empty())  // a drafter without passes of its own: spread its time evenly
         policy.observe_draft(static_cast<int64_t>(tasks.size()), info.draft_seconds / std::max(k_max, 1));
       info.drafting = static_cast<int32_t>(tasks.size());
-      for (size_t i = 0; i < tasks.size(); ++i) task_slot[i]->drafted = std::move(tasks[i].draft);
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        task_slot[i]->drafted = std::move(tasks[i].draft);
+        trim_draft_to_grammar(*task_slot[i]);
+      }
     }
   }
 

@@ -1,8 +1,8 @@
 // Structured output in the engine: a request with a grammar samples every row (its first token, each verify
 // row of a draft) from logits whose refused tokens are at -infinity. Verification is sequential, so the
 // matcher's state at row i is the state after the tokens emitted before it: a rejected draft never advanced
-// it, and the output is the same with and without drafting. The draft head itself is not masked: a draft
-// the grammar refuses is rejected at verification like any other mismatch.
+// it, and the output is the same with and without drafting. The draft head itself is not masked: a draft is
+// cut at its first token the grammar refuses, which verification could only reject.
 #include <cmath>
 #include <limits>
 
@@ -73,6 +73,25 @@ void Engine::Impl::advance_grammar(Slot& s, int32_t id) {
   MTP_CHECK(next.ok() && *next != grammar::Matcher::kReject, "token ", id,
             " was sampled against the grammar");
   s.grammar_state = *next;
+}
+
+void Engine::Impl::trim_draft_to_grammar(Slot& s) {
+  if (!s.matcher) return;
+  grammar::Matcher::StateId state = s.grammar_state;
+  size_t keep = 0;
+  for (; keep < s.drafted.size(); ++keep) {
+    const int32_t id = s.drafted[keep];
+    if (id < 0 || static_cast<size_t>(id) >= token_bytes.size()) break;
+    if (is_end(id, s)) {  // the end of the output: allowed where the grammar may end, and nothing after it
+      keep += s.matcher->is_complete(state) ? 1 : 0;
+      break;
+    }
+    const std::string& bytes = token_bytes[static_cast<size_t>(id)];
+    auto next = s.matcher->advance(state, bytes);  // an error here comes back when the row is sampled
+    if (bytes.empty() || !next.ok() || *next == grammar::Matcher::kReject) break;
+    state = *next;
+  }
+  s.drafted.resize(keep);
 }
 
 bool Engine::Impl::grammar_finished(const Slot& s) const {

@@ -176,6 +176,9 @@ struct Engine::Impl {
   Expected<int32_t> sample_token(Slot& s, std::span<const float> logits);
   void advance_grammar(Slot& s, int32_t id);
   bool grammar_finished(const Slot& s) const;
+  // Cuts the slot's draft at its first token the grammar refuses after the ones before it: verification
+  // samples under the same mask, so that row and the rows after it could only be rejected.
+  void trim_draft_to_grammar(Slot& s);
 
   // Prefix cache (engine_cache.cpp).
   void restore_prefix(Slot& s);

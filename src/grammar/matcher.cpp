@@ -33,6 +33,9 @@ Status Matcher::expand(int32_t stack, std::vector<int32_t>& out, size_t& steps) 
   if (++steps > limits_.max_expand_steps)
     return {StatusCode::kResourceExhausted,
             str_cat("grammar step expands more than ", limits_.max_expand_steps, " stacks (too ambiguous)")};
+  if (++work_ > limits_.max_work)
+    return {StatusCode::kResourceExhausted,
+            str_cat("grammar work for one token exceeds ", limits_.max_work, " stack expansions")};
   if (stack == kEmptyStack) {
     out.push_back(stack);
     return Status::Ok();
@@ -155,6 +158,7 @@ Expected<Matcher::StateId> Matcher::compute_step(StateId s, uint8_t byte) {
 }
 
 Expected<Matcher::StateId> Matcher::advance(StateId s, std::string_view bytes) {
+  reset_work();
   for (char c : bytes) {
     if (s == kReject) return kReject;
     auto next = step(s, static_cast<uint8_t>(c));

@@ -40,6 +40,7 @@ void TokenTrie::build(const std::vector<std::string>& bytes, std::vector<uint32_
 
 Status fill_token_mask(Matcher& m, Matcher::StateId s, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
   allowed.assign(trie.vocab_size_, 0);
+  m.reset_work();
   if (s == Matcher::kReject) return Status::Ok();
   // state_at[d] is the matcher's state after the first d bytes of the current node's path.
   std::vector<Matcher::StateId> state_at(1, s);

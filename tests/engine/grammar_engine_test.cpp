@@ -128,6 +128,24 @@ TEST(GrammarEngine, AcceptedAndRejectedDraftsAlongTheGrammarPath) {
   EXPECT_LT(accepted, drafted);
 }
 
+// A draft the grammar refuses is cut before verification (it could only be rejected there).
+TEST(GrammarEngine, DraftsTheGrammarRefusesAreCut) {
+  Fixture f = Fixture::load();
+  RequestOptions ro;
+  ro.max_tokens = 30;
+  ro.grammar = compile("root ::= [0-9]{20}");
+  spec::ScriptedDrafter* scripted = nullptr;
+  auto drafting = f.engine(true, 3, &scripted);
+  const auto prompt = test_prompts(1)[0];
+  std::vector<int32_t> script = prompt;
+  const int32_t letter = f.tokenizer.encode("a", {.parse_special = false, .add_bos = false, .add_eos = false})[0];
+  script.resize(prompt.size() + 40, letter);  // letters where digits must come
+  scripted->set_script(0, script, f.tokenizer.n_tokens());
+  const Generation g = generate(*drafting, prompt, ro);
+  EXPECT_TRUE(std::regex_match(f.tokenizer.decode(g.tokens), std::regex("[0-9]{20}")));
+  EXPECT_EQ(g.timings.spec.drafted, 0);
+}
+
 TEST(GrammarEngine, GbnfLanguageIsAllThatComesOut) {
   Fixture f = Fixture::load();
   RequestOptions ro;

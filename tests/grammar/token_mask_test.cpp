@@ -110,5 +110,22 @@ TEST(TokenMask, SharedPrefixesAndSpecialTokens) {
   EXPECT_EQ(mask, std::vector<uint8_t>(vocab.size(), 0));
 }
 
+// Each new state is cheap enough, but a mask that meets many of them would add up: the work of one mask is
+// bounded as a whole.
+TEST(TokenMask, WorkPerMaskIsBounded) {
+  auto g = parse_gbnf(R"(root ::= ("a"?){200} "b")");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto m = Matcher::create(std::make_shared<const Grammar>(std::move(*g)), MatcherLimits{.max_work = 200000});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<std::string> vocab;
+  for (size_t n = 1; n <= 200; ++n) vocab.push_back(std::string(n, 'a'));
+  std::vector<uint8_t> mask;
+  const Status st = fill_token_mask(*m, m->start(), TokenTrie(vocab), mask);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(), "grammar work for one token exceeds 200000 stack expansions");
+  // Single tokens stay within the bound: the work is counted per token, not per matcher.
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(m->advance(m->start(), "aaaa").ok());
+}
+
 }  // namespace
 }  // namespace mtp::grammar

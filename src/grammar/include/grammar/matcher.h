@@ -9,7 +9,9 @@
 // byte.
 //
 // Work is bounded: a step that expands more than `max_expand_steps` stacks or yields more than `max_stacks`,
-// or a state space beyond `max_states`, is a kResourceExhausted error, never a stall. States are never
+// an advance() or a token mask that expands more than `max_work` stacks in all (many new states, each
+// within the step limit), or a state space beyond `max_states`, is a kResourceExhausted error, never a
+// stall. States are never
 // freed while the matcher lives, so a StateId stays valid: rolling back is going back to an earlier id.
 #pragma once
 
@@ -29,7 +31,9 @@ namespace mtp::grammar {
 struct MatcherLimits {
   size_t max_stacks = 4096;           // stacks in one state
   size_t max_expand_steps = 1 << 16;  // stack expansions in one step
-  size_t max_states = 1 << 15;        // states (each holds a 1 KiB table once stepped from)
+  size_t max_states = 1 << 15;
+  size_t max_work = 1 << 22;  // stack expansions in one advance() or one token mask, all steps together //
+                              // states (each holds a 1 KiB table once stepped from)
 };
 
 class Matcher {
@@ -52,6 +56,9 @@ class Matcher {
   // Some byte may follow.
   bool can_continue(StateId s) const;
   size_t state_count() const { return states_.size(); }
+  // Starts a new unit of work for MatcherLimits::max_work (advance() starts its own; the token mask calls
+  // it).
+  void reset_work() { work_ = 0; }
 
  private:
   static constexpr StateId kUnknown = -2;
@@ -89,6 +96,7 @@ class Matcher {
   std::vector<State> states_;
   std::map<std::array<uint32_t, 3>, StateId> state_ids_;
   StateId start_ = kReject;
+  size_t work_ = 0;
 };
 
 }  // namespace mtp::grammar
