@@ -9,7 +9,7 @@ BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
 # `make fuzz` runs every libFuzzer target (fuzz/, one per parser of untrusted input) for an equal share of
 # FUZZ_SECONDS; FUZZ_TARGETS=chat_template runs one target alone.
-FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix kld_base
+FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix kld_base grammar
 FUZZ_SECONDS ?= 120
 # `make soak` runs the server soak (tests/server/soak_test.py; 15 s in both test suites) on the ASan build for
 # SOAK_SECONDS.
