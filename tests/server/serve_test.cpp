@@ -476,8 +476,9 @@ TEST(ServeTest, StructuredOutput) {
                                    ? r["choices"][0]["text"].get<std::string>()
                                    : r["choices"][0]["message"]["content"].get<std::string>();
       b["stream"] = true;
-      if (endpoint != "/completion")
+      if (endpoint != "/completion") {
         EXPECT_EQ(stream_text(http_post(port, endpoint, b.dump()).body), text) << endpoint;
+      }
       texts[spec] = text;
     }
     EXPECT_EQ(texts[0], texts[1]) << endpoint;
