@@ -120,30 +120,47 @@ std::vector<double> decode_log_probs(std::span<const uint16_t> row, int64_t n_vo
   return out;
 }
 
-Expected<KldBaseWriter> KldBaseWriter::create(const std::string& path, int32_t n_ctx, int32_t n_vocab,
-                                              std::span<const int32_t> tokens) {
-  MTP_CHECK(n_ctx >= 3 && n_vocab > 0 && !tokens.empty() && tokens.size() % static_cast<size_t>(n_ctx) == 0);
-  KldBaseWriter w;
+Expected<ChunkedBaseWriter> ChunkedBaseWriter::create(const std::string& path,
+                                                      std::span<const uint8_t> header,
+                                                      std::span<const int32_t> tokens, int64_t n_chunk,
+                                                      int64_t chunk_bytes) {
+  ChunkedBaseWriter w;
   MTP_ASSIGN_OR_RETURN(w.file_, AtomicFile::create(path));
-  const int32_t n_chunk = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
-  const int32_t header[3] = {n_ctx, n_vocab, n_chunk};
-  MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(kKldMagic), sizeof kKldMagic}));
-  MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(header), sizeof header}));
+  MTP_RETURN_IF_ERROR(w.file_.write(header));
   MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(tokens.data()), tokens.size_bytes()}));
-  w.chunk_words_ = kld_scored_per_chunk(n_ctx) * kld_row_words(n_vocab);
+  w.chunk_bytes_ = chunk_bytes;
   w.chunks_left_ = n_chunk;
   return w;
 }
 
-Status KldBaseWriter::write_chunk(std::span<const uint16_t> rows) {
-  MTP_CHECK(chunks_left_ > 0 && static_cast<int64_t>(rows.size()) == chunk_words_);
+Status ChunkedBaseWriter::write_chunk(std::span<const uint8_t> rows) {
+  MTP_CHECK(chunks_left_ > 0 && static_cast<int64_t>(rows.size()) == chunk_bytes_);
   --chunks_left_;
-  return file_.write({reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()});
+  return file_.write(rows);
 }
 
-Status KldBaseWriter::commit() {
+Status ChunkedBaseWriter::commit() {
   MTP_CHECK(chunks_left_ == 0);
   return file_.commit();
+}
+
+Expected<KldBaseWriter> KldBaseWriter::create(const std::string& path, int32_t n_ctx, int32_t n_vocab,
+                                              std::span<const int32_t> tokens) {
+  MTP_CHECK(n_ctx >= 3 && n_vocab > 0 && !tokens.empty() && tokens.size() % static_cast<size_t>(n_ctx) == 0);
+  const int32_t n_chunk = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
+  uint8_t header[kHeaderBytes];
+  const int32_t counts[3] = {n_ctx, n_vocab, n_chunk};
+  std::memcpy(header, kKldMagic, sizeof kKldMagic);
+  std::memcpy(header + sizeof kKldMagic, counts, sizeof counts);
+  KldBaseWriter w;
+  MTP_ASSIGN_OR_RETURN(w.out_,
+                       ChunkedBaseWriter::create(path, header, tokens, n_chunk,
+                                                 kld_scored_per_chunk(n_ctx) * kld_row_words(n_vocab) * 2));
+  return w;
+}
+
+Status KldBaseWriter::write_chunk(std::span<const uint16_t> rows) {
+  return out_.write_chunk({reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()});
 }
 
 Expected<KldBaseFile> KldBaseFile::open(const std::string& path) {

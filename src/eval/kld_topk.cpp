@@ -135,29 +135,22 @@ Expected<TopKBaseWriter> TopKBaseWriter::create(const std::string& path, int32_t
                                                 int32_t top_k, std::span<const int32_t> tokens) {
   MTP_CHECK(n_ctx >= 3 && n_vocab > 0 && top_k >= 1 && top_k <= n_vocab && !tokens.empty() &&
             tokens.size() % static_cast<size_t>(n_ctx) == 0);
-  TopKBaseWriter w;
-  MTP_ASSIGN_OR_RETURN(w.file_, AtomicFile::create(path));
   const int32_t n_chunk = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
+  uint8_t header[kHeaderBytes];
   const uint32_t version = kTopKVersion;
-  const int32_t header[4] = {n_ctx, n_vocab, n_chunk, top_k};
-  MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(kTopKMagic), sizeof kTopKMagic}));
-  MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(&version), sizeof version}));
-  MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(header), sizeof header}));
-  MTP_RETURN_IF_ERROR(w.file_.write({reinterpret_cast<const uint8_t*>(tokens.data()), tokens.size_bytes()}));
-  w.chunk_words_ = kld_scored_per_chunk(n_ctx) * topk_row_words(top_k);
-  w.chunks_left_ = n_chunk;
+  const int32_t counts[4] = {n_ctx, n_vocab, n_chunk, top_k};
+  std::memcpy(header, kTopKMagic, sizeof kTopKMagic);
+  std::memcpy(header + sizeof kTopKMagic, &version, sizeof version);
+  std::memcpy(header + sizeof kTopKMagic + sizeof version, counts, sizeof counts);
+  TopKBaseWriter w;
+  MTP_ASSIGN_OR_RETURN(w.out_,
+                       ChunkedBaseWriter::create(path, header, tokens, n_chunk,
+                                                 kld_scored_per_chunk(n_ctx) * topk_row_words(top_k) * 4));
   return w;
 }
 
 Status TopKBaseWriter::write_chunk(std::span<const uint32_t> rows) {
-  MTP_CHECK(chunks_left_ > 0 && static_cast<int64_t>(rows.size()) == chunk_words_);
-  --chunks_left_;
-  return file_.write({reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()});
-}
-
-Status TopKBaseWriter::commit() {
-  MTP_CHECK(chunks_left_ == 0);
-  return file_.commit();
+  return out_.write_chunk({reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()});
 }
 
 Expected<TopKBaseFile> TopKBaseFile::open(const std::string& path) {

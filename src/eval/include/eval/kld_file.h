@@ -49,6 +49,22 @@ TokenComparison compare_log_probs(std::span<const float> logits, std::span<const
 // The decoded log-probabilities of a row (n_vocab of them), for tests and direct computations.
 std::vector<double> decode_log_probs(std::span<const uint16_t> row, int64_t n_vocab);
 
+// The writing both base formats share (this file's and kld_topk.h's): their header bytes and the tokens at
+// create(), then n_chunk chunks of chunk_bytes each, through a temporary file renamed into place at commit().
+class ChunkedBaseWriter {
+ public:
+  static Expected<ChunkedBaseWriter> create(const std::string& path, std::span<const uint8_t> header,
+                                            std::span<const int32_t> tokens, int64_t n_chunk,
+                                            int64_t chunk_bytes);
+  Status write_chunk(std::span<const uint8_t> rows);  // chunk_bytes bytes
+  Status commit();                                    // after the n_chunk-th chunk
+
+ private:
+  AtomicFile file_;
+  int64_t chunk_bytes_ = 0;
+  int64_t chunks_left_ = 0;
+};
+
 // Writes a base file: the header and tokens at create(), then one chunk of rows at a time, through a
 // temporary file renamed into place at commit().
 class KldBaseWriter {
@@ -57,12 +73,10 @@ class KldBaseWriter {
                                         std::span<const int32_t> tokens);
   // kld_scored_per_chunk(n_ctx) rows of kld_row_words(n_vocab) words.
   Status write_chunk(std::span<const uint16_t> rows);
-  Status commit();
+  Status commit() { return out_.commit(); }
 
  private:
-  AtomicFile file_;
-  int64_t chunk_words_ = 0;
-  int64_t chunks_left_ = 0;
+  ChunkedBaseWriter out_;
 };
 
 // A base file, mapped and validated at open(): the magic, positive sizes, a size that is exactly the header,

@@ -59,12 +59,10 @@ class TopKBaseWriter {
                                          int32_t top_k, std::span<const int32_t> tokens);
   // kld_scored_per_chunk(n_ctx) rows of topk_row_words(top_k) words.
   Status write_chunk(std::span<const uint32_t> rows);
-  Status commit();
+  Status commit() { return out_.commit(); }
 
  private:
-  AtomicFile file_;
-  int64_t chunk_words_ = 0;
-  int64_t chunks_left_ = 0;
+  ChunkedBaseWriter out_;
 };
 
 // A compact base, mapped and validated at open(): the magic and version, the header's counts (1 <= top_k <=
