@@ -256,15 +256,7 @@ void EngineLoop::run() {
             server_error(503, "the server is shutting down; the request was cancelled", "shutting_down");
     }
     if (active_.empty()) {
-      std::optional<PrefixCacheStats> cache = backend_.cache_stats();  // cancels publish too
-      std::optional<KvBlockCounts> kv = backend_.kv_blocks();
-      std::vector<SlotInfo> view = slot_view();
-      std::lock_guard<std::mutex> lock(waker_->mu);
-      busy_ = 0;
-      cache_stats_ = std::move(cache);
-      kv_blocks_ = kv;
-      slots_ = std::move(view);
-      waker_->cv.notify_all();
+      publish_busy();  // cancels publish too
       continue;
     }
     events.clear();
@@ -314,17 +306,11 @@ void EngineLoop::run() {
       Update u;
       finish(id, a, std::move(u), a.end_reason);
     }
-    std::optional<PrefixCacheStats> cache = backend_.cache_stats();
-    std::optional<KvBlockCounts> kv = backend_.kv_blocks();
-    std::vector<SlotInfo> view = slot_view();
-    std::unique_lock<std::mutex> lock(waker_->mu);
-    busy_ = static_cast<int32_t>(active_.size());
-    drafting_ = info.drafting;
-    cache_stats_ = std::move(cache);
-    kv_blocks_ = kv;
-    slots_ = std::move(view);
-    waker_->cv.notify_all();
-    lock.unlock();
+    {
+      std::lock_guard<std::mutex> lock(waker_->mu);
+      drafting_ = info.drafting;
+    }
+    publish_busy();
     deliver_step_updates();
   }
 }
@@ -489,9 +475,15 @@ void EngineLoop::finish(uint64_t id, Active& a, Update u, std::string reason) {
 }
 
 void EngineLoop::publish_busy() {
+  // The KV-block and prefix-cache gauges with the busy count, as one snapshot: a reader that sees a slot free
+  // also sees the blocks its request returned (published alone, busy 0 came with the last step's counts).
+  std::optional<PrefixCacheStats> cache = backend_.cache_stats();
+  std::optional<KvBlockCounts> kv = backend_.kv_blocks();
   std::vector<SlotInfo> view = slot_view();
   std::lock_guard<std::mutex> lock(waker_->mu);
   busy_ = static_cast<int32_t>(active_.size());
+  cache_stats_ = std::move(cache);
+  kv_blocks_ = kv;
   slots_ = std::move(view);
   waker_->cv.notify_all();
 }

@@ -141,7 +141,8 @@ class EngineLoop {
   void release_text(Active& a, Update& u, bool final);
   void finish(uint64_t id, Active& a, Update u, std::string reason);
   void fail_all(const ApiError& error);
-  void publish_busy();  // busy_ = active_.size() and the slot view, for the gauges, /slots and wait_idle()
+  void publish_busy();  // busy_ = active_.size(), the slot view and the KV/cache gauges, for /metrics,
+                        // /slots, wait_idle()
   void deliver_step_updates();  // sends what handle_event held back (after the step's slot view is published)
   std::vector<SlotInfo> slot_view() const;  // engine thread: from active_ and last_in_slot_
 
