@@ -92,7 +92,7 @@ soak: build-asan
 # The chat-template goldens checked in under tests/chat/data were rendered by Python's jinja2; re-render them
 # with Debian's jinja2 (the system python, where apt installs it) and compare.
 chat-goldens: deps
-	/usr/bin/python3 tools/chat/render_reference.py --check
+	/usr/bin/python3 scripts/reference/chat/render_reference.py --check
 
 test: unit-test asan-test fuzz chat-goldens
 

@@ -6,11 +6,11 @@
 #include <cstdlib>
 
 #include "fuzz_file.h"
-#include "imatrix.h"
+#include "surgery/imatrix.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const mtp::fuzz::MemFile file(data, size);
-  auto imatrix = mtp::tools::load_imatrix(file.path());
+  auto imatrix = mtp::surgery::load_imatrix(file.path());
   if (!imatrix.ok()) return 0;
   for (const auto& [name, weights] : imatrix->weights) {
     for (float w : weights) {

@@ -24,7 +24,7 @@
 #include "base/timer.h"
 #include "engine/engine.h"
 #include "model/forward.h"
-#include "spec/draft_vocab.h"
+#include "speculative/draft_vocab.h"
 
 using namespace mtp;
 
@@ -103,7 +103,7 @@ struct RunResult {
   std::vector<std::vector<int32_t>> tokens;
   int64_t generated = 0;
   double gen_seconds = 0;
-  spec::SpecStats stats;
+  speculative::SpecStats stats;
 };
 
 RunResult run_config(const Model& model, ThreadPool& pool, int32_t n_max, int64_t draft_vocab,
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, double>> draft_costs{{0, cost.draft_full}};
   for (int64_t n : draft_vocab) {
     if (n <= 0 || n >= c.n_vocab) continue;
-    auto dv = spec::DraftVocab::first_n(*model, n, {});
+    auto dv = speculative::DraftVocab::first_n(*model, n, {});
     if (!dv.ok()) {
       std::printf("draft vocab %lld: %s\n", static_cast<long long>(n), dv.status().message().c_str());
       continue;

@@ -60,8 +60,8 @@ class Level {
   double acceptance() const {
     return drafted_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(drafted_) : -1.0;
   }
-  int64_t drafted(spec::DraftHead h) const { return drafted_by_head_[static_cast<size_t>(h)]; }
-  double acceptance(spec::DraftHead h) const {
+  int64_t drafted(speculative::DraftHead h) const { return drafted_by_head_[static_cast<size_t>(h)]; }
+  double acceptance(speculative::DraftHead h) const {
     const size_t i = static_cast<size_t>(h);
     return drafted_by_head_[i] > 0
                ? static_cast<double>(accepted_by_head_[i]) / static_cast<double>(drafted_by_head_[i])
@@ -125,7 +125,7 @@ class Level {
   int next_ = 0;
   bool done_ = false;
   int64_t tokens_ = 0, drafted_ = 0, accepted_ = 0;
-  std::array<int64_t, spec::kDraftHeads> drafted_by_head_{}, accepted_by_head_{};
+  std::array<int64_t, speculative::kDraftHeads> drafted_by_head_{}, accepted_by_head_{};
   double seconds_ = 0;
   std::map<int32_t, ByGenerating> by_gen_;
 };
@@ -161,9 +161,9 @@ EngineOptions engine_options(const Options& o, const std::string& profile, const
   eo.draft.n_max = o.draft_max;
   eo.draft_vocab = o.draft_vocab;
   if (profile == "slots1") eo.policy.max_drafting_slots = 1;
-  if (profile.rfind("auto", 0) == 0) eo.policy.kind = spec::PolicyKind::kAuto;
-  if (profile == "auto-full") eo.draft_head = spec::DraftHead::kFull;
-  if (profile == "auto-subset") eo.draft_head = spec::DraftHead::kSubset;
+  if (profile.rfind("auto", 0) == 0) eo.policy.kind = speculative::PolicyKind::kAuto;
+  if (profile == "auto-full") eo.draft_head = speculative::DraftHead::kFull;
+  if (profile == "auto-subset") eo.draft_head = speculative::DraftHead::kSubset;
   if (profile != "on" && profile != "slots1" && profile != "auto" && profile != "auto-full" &&
       profile != "auto-subset") {
     std::fprintf(stderr,
@@ -198,9 +198,9 @@ Status run(const Options& o) {
       if (l.acceptance() >= 0) std::snprintf(acceptance, sizeof(acceptance), "%5.3f", l.acceptance());
       std::fprintf(stderr, "c%-2lld %-6s %7.2f tok/s, acceptance %s", static_cast<long long>(c),
                    o.profiles[i].c_str(), l.tok_s(), acceptance);
-      if (l.drafted(spec::DraftHead::kFull) > 0 && l.drafted(spec::DraftHead::kSubset) > 0)
-        for (spec::DraftHead h : {spec::DraftHead::kFull, spec::DraftHead::kSubset})
-          std::fprintf(stderr, " (%s head %.3f of %lld)", spec::draft_head_name(h), l.acceptance(h),
+      if (l.drafted(speculative::DraftHead::kFull) > 0 && l.drafted(speculative::DraftHead::kSubset) > 0)
+        for (speculative::DraftHead h : {speculative::DraftHead::kFull, speculative::DraftHead::kSubset})
+          std::fprintf(stderr, " (%s head %.3f of %lld)", speculative::draft_head_name(h), l.acceptance(h),
                        static_cast<long long>(l.drafted(h)));
       std::fprintf(stderr, "; by generating slots (steps, ms, k):");
       for (const auto& [gen, g] : l.by_generating())
@@ -211,7 +211,7 @@ Status run(const Options& o) {
       tok_s[o.profiles[i]].push_back(l.tok_s());
       if (o.profiles[i].rfind("auto", 0) != 0) continue;
       // What the auto policy has learned so far: predicted trunk and draft-pass milliseconds by rows.
-      const spec::DraftPolicy& p = engines[i]->policy();
+      const speculative::DraftPolicy& p = engines[i]->policy();
       std::fprintf(stderr, "    auto's model, ms by rows: plain");
       for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
         std::fprintf(stderr, " %lld:%.0f", static_cast<long long>(r), 1e3 * p.predict_trunk(r));
@@ -219,9 +219,9 @@ Status run(const Options& o) {
       for (int64_t r : {1, 2, 4, 8, 16})
         std::fprintf(stderr, " %lld:%.0f", static_cast<long long>(4 * r), 1e3 * p.predict_trunk(r, 3 * r));
       std::fprintf(stderr, "; draft pass");
-      for (spec::DraftHead h : {spec::DraftHead::kFull, spec::DraftHead::kSubset}) {
+      for (speculative::DraftHead h : {speculative::DraftHead::kFull, speculative::DraftHead::kSubset}) {
         if (!p.draft_cost(h).has_data()) continue;
-        std::fprintf(stderr, "; %s head's draft pass", spec::draft_head_name(h));
+        std::fprintf(stderr, "; %s head's draft pass", speculative::draft_head_name(h));
         for (int64_t r : {1, 2, 4, 8, 16, 32, 64})
           std::fprintf(stderr, " %lld:%.1f", static_cast<long long>(r), 1e3 * p.draft_cost(h).predict(r));
         std::fprintf(stderr, ", acceptance by position (all slots)");

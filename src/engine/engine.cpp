@@ -11,8 +11,8 @@
 #include "engine_impl.h"
 #include "model/batch.h"
 #include "model/forward.h"
-#include "spec/draft_vocab.h"
-#include "spec/mtp_drafter.h"
+#include "speculative/draft_vocab.h"
+#include "speculative/mtp_drafter.h"
 
 namespace mtp {
 
@@ -87,20 +87,21 @@ namespace {
 // The draft heads of EngineOptions::draft_head: the subset's size (0: none) into `o.draft_vocab`, and the
 // policy's head and whether it chooses into `o.policy`.
 Status resolve_draft_heads(EngineOptions& o, int64_t n_vocab) {
-  const bool auto_policy = o.policy.kind == spec::PolicyKind::kAuto;
-  if (o.draft_head == spec::DraftHead::kFull && o.draft_vocab > 0)
+  const bool auto_policy = o.policy.kind == speculative::PolicyKind::kAuto;
+  if (o.draft_head == speculative::DraftHead::kFull && o.draft_vocab > 0)
     return invalid_argument("--draft-vocab needs the subset head: it contradicts --draft-head full");
   if (o.spec != SpecType::kMtp || o.make_drafter) {  // no MTP drafter, or one without heads of its own
     o.policy.choose_head = false;
-    o.policy.head = spec::DraftHead::kFull;
+    o.policy.head = speculative::DraftHead::kFull;
     return Status::Ok();
   }
   const bool auto_subset = !o.draft_head && auto_policy && n_vocab >= kAutoSubsetMinVocab;
-  if (o.draft_vocab == 0 && (o.draft_head == spec::DraftHead::kSubset || auto_subset))
+  if (o.draft_vocab == 0 && (o.draft_head == speculative::DraftHead::kSubset || auto_subset))
     o.draft_vocab = std::min(kDefaultDraftVocab, n_vocab);
   o.policy.choose_head = !o.draft_head && auto_policy && o.draft_vocab > 0;
-  o.policy.head = o.draft_head.value_or(o.draft_vocab > 0 && !o.policy.choose_head ? spec::DraftHead::kSubset
-                                                                                   : spec::DraftHead::kFull);
+  o.policy.head =
+      o.draft_head.value_or(o.draft_vocab > 0 && !o.policy.choose_head ? speculative::DraftHead::kSubset
+                                                                       : speculative::DraftHead::kFull);
   return Status::Ok();
 }
 
@@ -123,10 +124,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
     return invalid_argument("the checkpoint interval must be >= 0, got ", options.cache.checkpoint_every);
   if (options.n_sample < 0 || options.n_sample > c.n_vocab)
     return invalid_argument("n_sample ", options.n_sample, " is outside [0, ", c.n_vocab, "]");
-  const spec::DraftParams& d = options.draft;
+  const speculative::DraftParams& d = options.draft;
   const bool spec = options.spec == SpecType::kMtp;
   if (spec) {
-    MTP_RETURN_IF_ERROR(spec::check_draft_params(d));
+    MTP_RETURN_IF_ERROR(speculative::check_draft_params(d));
     if (!options.make_drafter && !model.has_mtp())
       return invalid_argument("--spec mtp needs an MTP block: the model has none (give one with --head)");
   }
@@ -151,25 +152,25 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
     if (options.make_drafter) {
       MTP_ASSIGN_OR_RETURN(impl->drafter, options.make_drafter(model, impl->memory, pool));
     } else {
-      spec::DraftVocab* vocab = nullptr;
+      speculative::DraftVocab* vocab = nullptr;
       if (options.draft_vocab > 0) {
         // Control tokens chat needs (end of turn, tool-call and reasoning markers) are always draftable.
-        std::vector<int32_t> always = spec::always_draft_ids(model.vocab());
+        std::vector<int32_t> always = speculative::always_draft_ids(model.vocab());
         always.insert(always.end(), options.end_tokens.begin(), options.end_tokens.end());
-        Expected<spec::DraftVocab> dv = Status(StatusCode::kInternal, "unset");
+        Expected<speculative::DraftVocab> dv = Status(StatusCode::kInternal, "unset");
         if (options.draft_vocab_file.empty()) {
-          dv = spec::DraftVocab::first_n(model, options.draft_vocab, always);
+          dv = speculative::DraftVocab::first_n(model, options.draft_vocab, always);
         } else {
           MTP_ASSIGN_OR_RETURN(std::vector<int32_t> ranked,
-                               spec::read_draft_vocab_file(options.draft_vocab_file, c.n_vocab));
-          dv = spec::DraftVocab::create(model, ranked, options.draft_vocab, always);
+                               speculative::read_draft_vocab_file(options.draft_vocab_file, c.n_vocab));
+          dv = speculative::DraftVocab::create(model, ranked, options.draft_vocab, always);
         }
         if (!dv.ok()) return dv.status();
         impl->draft_vocab.emplace(std::move(dv).value());
         vocab = &*impl->draft_vocab;
       }
-      MTP_ASSIGN_OR_RETURN(std::unique_ptr<spec::MtpDrafter> drafter,
-                           spec::MtpDrafter::create(model, impl->memory, pool, vocab));
+      MTP_ASSIGN_OR_RETURN(std::unique_ptr<speculative::MtpDrafter> drafter,
+                           speculative::MtpDrafter::create(model, impl->memory, pool, vocab));
       impl->drafter = std::move(drafter);
     }
   }
@@ -190,10 +191,10 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
     return Status(StatusCode::kResourceExhausted,
                   str_cat("the prompt has ", prompt.size(), " tokens; the context holds ", m.opt.n_ctx));
   }
-  spec::DraftParams draft{0, 0, 0.0f};
+  speculative::DraftParams draft{0, 0, 0.0f};
   if (m.drafter) {
     draft = options.speculative.value_or(m.opt.draft);
-    MTP_RETURN_IF_ERROR(spec::check_draft_params(draft));
+    MTP_RETURN_IF_ERROR(speculative::check_draft_params(draft));
     draft.n_max = std::min(draft.n_max, m.max_draft);
   }
   auto free_slot =
@@ -216,8 +217,8 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
     return g;
   }
   // What recent requests saw, until this one has rounds of its own.
-  for (int h = 0; h < spec::kDraftHeads; ++h)
-    s.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<spec::DraftHead>(h));
+  for (int h = 0; h < speculative::kDraftHeads; ++h)
+    s.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<speculative::DraftHead>(h));
   s.timings.n_prompt = static_cast<int64_t>(s.prompt.size());
   if (m.drafter) m.drafter->begin(seq, draft.n_max > 0);
   s.caching = m.cache != nullptr && options.cache_prompt;
@@ -271,7 +272,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
   if (drafter && !gen.empty()) {
     info.head = policy.head(static_cast<int64_t>(gen.size()));
     const size_t head = static_cast<size_t>(info.head);
-    std::vector<spec::SlotDemand> demand(gen.size());
+    std::vector<speculative::SlotDemand> demand(gen.size());
     for (size_t i = 0; i < gen.size(); ++i) {
       Slot& s = *gen[i];
       int64_t cap = s.draft.n_max;
@@ -285,7 +286,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
     const int64_t prompt_rows =
         std::min(prompt_left, std::max<int64_t>(0, budget - static_cast<int64_t>(gen.size())));
     const std::vector<int32_t> k = policy.choose(demand, prompt_rows);
-    std::vector<spec::DraftTask> tasks;
+    std::vector<speculative::DraftTask> tasks;
     std::vector<Slot*> task_slot;
     int32_t k_max = 0;
     for (size_t i = 0; i < gen.size(); ++i) {
@@ -293,7 +294,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
         gen[i]->acceptance[head].idle_step(policy.acceptance(info.head));
         continue;
       }
-      spec::DraftTask t;
+      speculative::DraftTask t;
       t.seq = gen[i]->seq;
       t.last_token = gen[i]->last;
       t.pos = memory.seq_pos(gen[i]->seq);
@@ -301,7 +302,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       t.params.n_max = k[i];
       t.params.n_min = std::min(t.params.n_min, k[i]);
       // The policy's head, unless the request asked for the full one (its draft_vocab 0).
-      t.params.subset = t.params.subset && info.head == spec::DraftHead::kSubset;
+      t.params.subset = t.params.subset && info.head == speculative::DraftHead::kSubset;
       tasks.push_back(std::move(t));
       task_slot.push_back(gen[i]);
       k_max = std::max(k_max, k[i]);
@@ -311,8 +312,8 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
       Timer dt;
       MTP_RETURN_IF_ERROR(drafter->draft(tasks));
       info.draft_seconds = dt.seconds();
-      const std::span<const spec::DraftPass> passes = drafter->last_passes();
-      for (const spec::DraftPass& p : passes) policy.observe_draft(p.rows, p.seconds);
+      const std::span<const speculative::DraftPass> passes = drafter->last_passes();
+      for (const speculative::DraftPass& p : passes) policy.observe_draft(p.rows, p.seconds);
       if (passes.empty())  // a drafter without passes of its own: spread its time evenly
         policy.observe_draft(static_cast<int64_t>(tasks.size()), info.draft_seconds / std::max(k_max, 1));
       info.drafting = static_cast<int32_t>(tasks.size());
@@ -500,7 +501,7 @@ const EngineTotals& Engine::totals() const {
 const Model& Engine::model() const {
   return impl_->model;
 }
-const spec::DraftPolicy& Engine::policy() const {
+const speculative::DraftPolicy& Engine::policy() const {
   return impl_->policy;
 }
 int64_t Engine::draft_vocab_size() const {
@@ -515,7 +516,7 @@ const PrefixCache* Engine::prefix_cache() const {
 const Memory& Engine::memory() const {
   return impl_->memory;
 }
-spec::Drafter* Engine::drafter() {
+speculative::Drafter* Engine::drafter() {
   return impl_->drafter.get();
 }
 int32_t Engine::seq_of(uint64_t request_id) const {

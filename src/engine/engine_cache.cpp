@@ -97,7 +97,8 @@ void Engine::Impl::publish(Slot& s) {
   if (n == 0) return;
   int64_t mtp_valid = 0;
   if (drafter) {
-    const bool may_pause = opt.policy.kind == spec::PolicyKind::kAuto || opt.policy.max_drafting_slots >= 0;
+    const bool may_pause =
+        opt.policy.kind == speculative::PolicyKind::kAuto || opt.policy.max_drafting_slots >= 0;
     Expected<int64_t> v =
         drafter->settle(s.seq, may_pause ? kPublishCatchUpRows : std::numeric_limits<int64_t>::max());
     if (!v.ok()) {

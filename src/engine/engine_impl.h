@@ -10,7 +10,7 @@
 #include "engine/engine.h"
 #include "grammar/token_mask.h"
 #include "model/batch.h"
-#include "spec/draft_vocab.h"
+#include "speculative/draft_vocab.h"
 
 namespace mtp {
 
@@ -23,13 +23,14 @@ struct Slot {
   std::vector<int32_t> prompt;
   int64_t prompt_done = 0;  // prompt tokens already in the trunk
   RequestOptions opt;
-  spec::DraftParams draft;  // effective; n_max == 0: never drafts
+  speculative::DraftParams draft;  // effective; n_max == 0: never drafts
   Sampler sampler{SamplerOptions{}};
   int32_t last = 0;  // the last sampled token; at position seq_pos, not yet in the trunk
   Timer since_submit;
   Timer since_first;
   RequestTimings timings;
-  std::array<spec::AcceptanceTracker, spec::kDraftHeads> acceptance;  // per draft head (DraftHead)
+  std::array<speculative::AcceptanceTracker, speculative::kDraftHeads>
+      acceptance;                  // per draft head (DraftHead)
   std::vector<int32_t> generated;  // emitted tokens: the history's positions prompt.size() + i
   // The prefix cache (when `caching`): the cached prefix it started from, the post-norm hidden of the
   // history's last token in the trunk, the prompt positions still to checkpoint and the checkpoints taken
@@ -64,9 +65,9 @@ struct Engine::Impl {
   ThreadPool& pool;
   Memory memory;
   std::unique_ptr<PrefixCache> cache;  // after `memory`, which it gives its blocks back to
-  std::optional<spec::DraftVocab> draft_vocab;
-  std::unique_ptr<spec::Drafter> drafter;
-  spec::DraftPolicy policy;
+  std::optional<speculative::DraftVocab> draft_vocab;
+  std::unique_ptr<speculative::Drafter> drafter;
+  speculative::DraftPolicy policy;
   int32_t max_draft = 0;
   int64_t n_sample = 0;
   std::vector<Slot> slots;

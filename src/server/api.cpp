@@ -126,7 +126,7 @@ Err parse_stop(const Json& body, const RequestDefaults& d, std::vector<std::stri
 // "speculative.n_max" keys. draft_vocab: 0 = the full draft head, or the server's own --draft-vocab N (the
 // subset is gathered once at start, so other sizes are refused).
 Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions& opt) {
-  spec::DraftParams p = d.draft;
+  speculative::DraftParams p = d.draft;
   bool set = false;
   auto fields = [&](const Json& obj, const std::string& prefix) -> Err {
     std::optional<int64_t> n_max, n_min;
@@ -144,9 +144,9 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
       p.subset = *draft_vocab != 0;
       set = true;
     }
-    MTP_API_TRY(get_int(obj, prefix + "n_max", 0, spec::kMaxDraftTokens, n_max));
-    MTP_API_TRY(get_int(obj, prefix + "n_min", 0, spec::kMaxDraftTokens, n_min));
-    MTP_API_TRY(get_number(obj, prefix + "p_min", spec::kDraftPMin, p_min));
+    MTP_API_TRY(get_int(obj, prefix + "n_max", 0, speculative::kMaxDraftTokens, n_max));
+    MTP_API_TRY(get_int(obj, prefix + "n_min", 0, speculative::kMaxDraftTokens, n_min));
+    MTP_API_TRY(get_number(obj, prefix + "p_min", speculative::kDraftPMin, p_min));
     if (n_max) p.n_max = static_cast<int32_t>(*n_max), set = true;
     if (n_min) p.n_min = static_cast<int32_t>(*n_min), set = true;
     if (p_min) p.p_min = static_cast<float>(*p_min), set = true;
@@ -173,7 +173,8 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
     }
   }
   MTP_API_TRY(fields(body, "speculative."));
-  if (Status st = spec::check_draft_params(p); !st.ok()) return bad_request(st.message(), "speculative");
+  if (Status st = speculative::check_draft_params(p); !st.ok())
+    return bad_request(st.message(), "speculative");
   if (set) opt.speculative = p;
   return std::nullopt;
 }

@@ -5,7 +5,7 @@ namespace mtp::server {
 
 Json generation_params_json(const RequestOptions& options, int64_t n_predict, int64_t seed,
                             const std::vector<std::string>& stop) {
-  const spec::DraftParams draft = options.speculative.value_or(spec::DraftParams{});
+  const speculative::DraftParams draft = options.speculative.value_or(speculative::DraftParams{});
   Json j = Json::object();
   j["n_predict"] = n_predict;
   j["seed"] = seed;

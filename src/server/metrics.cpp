@@ -119,16 +119,18 @@ std::string Metrics::render(const Gauges& g) const {
            std::to_string(accepted_));
   // Both heads always, so that a rate query over them has two series from the start.
   w.header("mtp_draft_head_tokens_total", "counter", "Tokens drafted, by the draft head that drafted them.");
-  for (int h = 0; h < spec::kDraftHeads; ++h)
-    w.sample("mtp_draft_head_tokens_total",
-             std::string("head=\"") + spec::draft_head_name(static_cast<spec::DraftHead>(h)) + "\"",
-             std::to_string(drafted_by_head_[static_cast<size_t>(h)]));
+  for (int h = 0; h < speculative::kDraftHeads; ++h)
+    w.sample(
+        "mtp_draft_head_tokens_total",
+        std::string("head=\"") + speculative::draft_head_name(static_cast<speculative::DraftHead>(h)) + "\"",
+        std::to_string(drafted_by_head_[static_cast<size_t>(h)]));
   w.header("mtp_draft_head_accepted_tokens_total", "counter",
            "Drafted tokens accepted by verification, by the draft head that drafted them.");
-  for (int h = 0; h < spec::kDraftHeads; ++h)
-    w.sample("mtp_draft_head_accepted_tokens_total",
-             std::string("head=\"") + spec::draft_head_name(static_cast<spec::DraftHead>(h)) + "\"",
-             std::to_string(accepted_by_head_[static_cast<size_t>(h)]));
+  for (int h = 0; h < speculative::kDraftHeads; ++h)
+    w.sample(
+        "mtp_draft_head_accepted_tokens_total",
+        std::string("head=\"") + speculative::draft_head_name(static_cast<speculative::DraftHead>(h)) + "\"",
+        std::to_string(accepted_by_head_[static_cast<size_t>(h)]));
   w.metric("mtp_verify_rounds_total", "counter",
            "Verification rounds that had a draft (finished requests; llama.cpp's n_call_accept).",
            std::to_string(spec_.rounds));

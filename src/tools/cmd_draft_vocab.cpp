@@ -1,10 +1,11 @@
 // `mtp draft-vocab`: build and inspect the token-id subset files of the vocabulary-subset draft head (issue
-// 10; the file format is documented in src/spec/draft_vocab.cpp).
+// 10; the file format is documented in src/speculative/draft_vocab.cpp).
 //
 //   mtp draft-vocab build CORPUS... -m MODEL -o ids.bin --size N [--from-ids FILE]...
 //     Tokenizes the corpus text files with the model's tokenizer (only its GGUF metadata is read), counts
-//     every id, and writes N ids: the control tokens chat needs (spec::always_draft_ids) first, then the ids
-//     seen, by count (ties: lower id first), then unseen ids by increasing id (unused padding tokens last).
+//     every id, and writes N ids: the control tokens chat needs (speculative::always_draft_ids) first, then
+//     the ids seen, by count (ties: lower id first), then unseen ids by increasing id (unused padding tokens
+//     last).
 //     --from-ids adds ids recorded elsewhere (e.g. the tokens a server produced): whitespace-separated
 //     decimal ids, '#' starts a comment to the end of the line (`mtp tokenize` output is accepted as is).
 //   mtp draft-vocab show ids.bin [-m MODEL] [--ids]
@@ -21,7 +22,7 @@
 #include "base/mapped_file.h"
 #include "command.h"
 #include "gguf/gguf_file.h"
-#include "spec/draft_vocab.h"
+#include "speculative/draft_vocab.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
@@ -170,9 +171,10 @@ Status build(const BuildArgs& a) {
     MTP_ASSIGN_OR_RETURN(uint64_t n, count_id_file(path, mv.n_vocab, counts));
     recorded += n;
   }
-  const std::vector<int32_t> always = spec::always_draft_ids(tok.vocab());
-  MTP_ASSIGN_OR_RETURN(std::vector<int32_t> ids, spec::rank_draft_ids(counts, tok.vocab(), a.size, always));
-  MTP_RETURN_IF_ERROR(spec::write_draft_vocab_file(a.out, ids, mv.n_vocab));
+  const std::vector<int32_t> always = speculative::always_draft_ids(tok.vocab());
+  MTP_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                       speculative::rank_draft_ids(counts, tok.vocab(), a.size, always));
+  MTP_RETURN_IF_ERROR(speculative::write_draft_vocab_file(a.out, ids, mv.n_vocab));
 
   const uint64_t total = corpus_tokens + recorded;
   // The subset's ids in three disjoint groups that add up: control tokens (always kept), other ids the
@@ -203,7 +205,7 @@ struct ShowArgs {
 };
 
 Status show(const ShowArgs& a) {
-  MTP_ASSIGN_OR_RETURN(spec::DraftVocabFile f, spec::read_draft_vocab_file(a.file));
+  MTP_ASSIGN_OR_RETURN(speculative::DraftVocabFile f, speculative::read_draft_vocab_file(a.file));
   std::optional<ModelVocab> mv;
   if (!a.model.empty()) {
     MTP_ASSIGN_OR_RETURN(ModelVocab loaded, load_vocab(a.model));
@@ -233,7 +235,7 @@ Status show(const ShowArgs& a) {
   const Tokenizer& tok = *mv->tok;
   std::vector<int32_t> sorted = f.ids;
   std::sort(sorted.begin(), sorted.end());
-  const std::vector<int32_t> always = spec::always_draft_ids(tok.vocab());
+  const std::vector<int32_t> always = speculative::always_draft_ids(tok.vocab());
   std::string missing;
   int64_t present = 0;
   for (int32_t id : always) {

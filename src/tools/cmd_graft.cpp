@@ -4,9 +4,10 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "command.h"
-#include "graft.h"
+#include "surgery/graft.h"
 
 namespace mtp::tools {
+using namespace mtp::surgery;  // this command is a front end of the surgery library
 
 CommandRunner register_graft(CLI::App& app) {
   struct Args {

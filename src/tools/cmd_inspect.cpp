@@ -5,9 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "inspect_report.h"
+#include "surgery/inspect_report.h"
 
 namespace mtp::tools {
+using namespace mtp::surgery;  // this command is a front end of the surgery library
 namespace {
 
 struct InspectOptions {

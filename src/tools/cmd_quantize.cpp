@@ -5,9 +5,10 @@
 
 #include "base/log.h"
 #include "command.h"
-#include "quantize.h"
+#include "surgery/quantize.h"
 
 namespace mtp::tools {
+using namespace mtp::surgery;  // this command is a front end of the surgery library
 namespace {
 
 struct QuantizeArgs {

@@ -24,7 +24,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
-#include "spec_args.h"
+#include "speculative_args.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::tools {
@@ -43,7 +43,7 @@ struct RunArgs {
   int batch = 512;
   bool reference = false;
   std::string spec = "none";
-  spec::DraftParams draft;
+  speculative::DraftParams draft;
   std::string head;
   int64_t draft_vocab = 0;
   std::string draft_vocab_file;
@@ -61,7 +61,7 @@ double per_second(int64_t n, double seconds) {
 }
 
 // Generation through the serving engine: one slot, the same step loop the server runs.
-Status run_engine(const RunArgs& a, const KvCacheTypes& kv, std::optional<spec::DraftHead> head_choice,
+Status run_engine(const RunArgs& a, const KvCacheTypes& kv, std::optional<speculative::DraftHead> head_choice,
                   const Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                   ThreadPool& pool) {
   EngineOptions eo;
@@ -121,10 +121,10 @@ Status run(const RunArgs& a) {
   if (a.n_predict < 0) return invalid_argument("-n must be >= 0, got ", a.n_predict);
   // Before the model loads (the engine checks the same again).
   MTP_RETURN_IF_ERROR(check_sampler_options(a.sampler, 0));
-  if (a.spec == "mtp") MTP_RETURN_IF_ERROR(spec::check_draft_params(a.draft));
+  if (a.spec == "mtp") MTP_RETURN_IF_ERROR(speculative::check_draft_params(a.draft));
   MTP_ASSIGN_OR_RETURN(KvCacheTypes kv, check_spec_args(a.spec, a.head, a.draft_vocab, a.draft_vocab_file,
                                                         a.cache_type_k, a.cache_type_v));
-  MTP_ASSIGN_OR_RETURN(std::optional<spec::DraftHead> head_choice,
+  MTP_ASSIGN_OR_RETURN(std::optional<speculative::DraftHead> head_choice,
                        parse_draft_head(a.draft_head, a.spec, a.draft_vocab));
   if (a.reference && (a.cache_type_k != "f32" || a.cache_type_v != "f32"))
     return invalid_argument("--cache-type-k/-v are the engine's; --reference keeps its cache in f32");

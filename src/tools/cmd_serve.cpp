@@ -27,7 +27,7 @@
 #include "kernels/isa.h"
 #include "model/model.h"
 #include "server/server.h"
-#include "spec_args.h"
+#include "speculative_args.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::tools {
@@ -54,7 +54,7 @@ struct ServeArgs {
   int max_drafting_slots = -1;
   std::string spec_policy = "fixed";
   std::string draft_head = "auto";
-  std::optional<spec::DraftHead> head_choice;  // draft_head, parsed by validate()
+  std::optional<speculative::DraftHead> head_choice;  // draft_head, parsed by validate()
   // The prefix cache: --cache-ram MiB (unset: 8192, at most a quarter of physical memory; 0: off; -1: half
   // of physical memory), --cache-checkpoint-every N tokens.
   std::optional<int64_t> cache_ram_mib;
@@ -148,7 +148,7 @@ Status validate(ServeArgs& a) {
                                              a.cache_type_k, a.cache_type_v));
   MTP_ASSIGN_OR_RETURN(a.head_choice, parse_draft_head(a.draft_head, a.spec, a.draft_vocab));
   // The engine's own checks of these options, before the model loads.
-  MTP_RETURN_IF_ERROR(spec::check_draft_params({a.draft_max, a.draft_min, a.draft_p_min}));
+  MTP_RETURN_IF_ERROR(speculative::check_draft_params({a.draft_max, a.draft_min, a.draft_p_min}));
   SamplerOptions sampling;
   sampling.temperature = a.temp, sampling.top_p = a.top_p, sampling.min_p = a.min_p;
   MTP_RETURN_IF_ERROR(check_sampler_options(sampling, 0));
@@ -194,10 +194,10 @@ server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads
   spec["n_min"] = eo.draft.n_min;
   spec["p_min"] = eo.draft.p_min;
   spec["max_drafting_slots"] = eo.policy.max_drafting_slots;
-  spec["policy"] = eo.policy.kind == spec::PolicyKind::kAuto ? "auto" : "fixed";
+  spec["policy"] = eo.policy.kind == speculative::PolicyKind::kAuto ? "auto" : "fixed";
   spec["head"] = eo.head_path.empty() ? Json() : Json(eo.head_path);
   spec["draft_vocab"] = eo.draft_vocab;
-  spec["draft_head"] = eo.policy.choose_head ? "auto" : spec::draft_head_name(eo.policy.head);
+  spec["draft_head"] = eo.policy.choose_head ? "auto" : speculative::draft_head_name(eo.policy.head);
   spec["draft_vocab_file"] = eo.draft_vocab_file.empty() ? Json() : Json(eo.draft_vocab_file);
   Json gen = Json::object();
   gen["temperature"] = a.temp;
@@ -331,7 +331,7 @@ int serve(ServeArgs& a) {
   eo.n_batch = std::min(a.n_batch, a.n_ubatch);
   eo.spec = a.spec == "mtp" ? SpecType::kMtp : SpecType::kNone;
   eo.draft = {a.draft_max, a.draft_min, a.draft_p_min};
-  eo.policy.kind = a.spec_policy == "auto" ? spec::PolicyKind::kAuto : spec::PolicyKind::kFixed;
+  eo.policy.kind = a.spec_policy == "auto" ? speculative::PolicyKind::kAuto : speculative::PolicyKind::kFixed;
   eo.policy.max_drafting_slots = a.max_drafting_slots;
   eo.head_path = a.head;
   eo.draft_vocab = a.draft_vocab;

@@ -4,9 +4,10 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "command.h"
-#include "synth.h"
+#include "surgery/synth.h"
 
 namespace mtp::tools {
+using namespace mtp::surgery;  // this command is a front end of the surgery library
 
 CommandRunner register_synth(CLI::App& app) {
   struct Args {

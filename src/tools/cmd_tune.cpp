@@ -9,10 +9,11 @@
 
 #include "command.h"
 #include "gate/gate.h"
+#include "gate/tune.h"
 #include "loadgen/runner.h"
-#include "tune.h"
 
 namespace mtp::tools {
+using gate::analyse_tune, gate::serve_command, gate::ServerProcess, gate::tune_table;
 namespace {
 
 struct TuneArgs {

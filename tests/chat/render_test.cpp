@@ -1,5 +1,6 @@
 // Golden renders: every template x conversation, and every Jinja snippet, against the reference renders that
-// tools/chat/render_reference.py made with Python's jinja2 (tests/chat/data/expected). Byte for byte.
+// scripts/reference/chat/render_reference.py made with Python's jinja2 (tests/chat/data/expected). Byte for
+// byte.
 #include <gtest/gtest.h>
 
 #include <filesystem>

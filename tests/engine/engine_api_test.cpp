@@ -34,7 +34,7 @@ TEST(EngineApi, BadRequestsAndBusySlots) {
   bad.sampling.top_p = 0;
   EXPECT_EQ(engine->submit({40}, bad).status().code(), StatusCode::kInvalidArgument);
   bad = ro;
-  bad.speculative = spec::DraftParams{-1, 0, 0};
+  bad.speculative = speculative::DraftParams{-1, 0, 0};
   EXPECT_EQ(engine->submit({40}, bad).status().code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(engine->submit({40}, ro).ok());
   ASSERT_TRUE(engine->submit({41}, ro).ok());

@@ -11,7 +11,7 @@
 
 #include "../gguf/test_util.h"
 #include "engine/engine.h"
-#include "synth.h"
+#include "surgery/synth.h"
 
 namespace mtp::testing {
 
@@ -22,7 +22,7 @@ inline const std::string& structured_model(GgmlType type, double noise = 1.75) {
   const auto key = std::make_pair(static_cast<int>(type), noise);
   auto it = paths.find(key);
   if (it != paths.end()) return it->second;
-  tools::SynthOptions opt;
+  surgery::SynthOptions opt;
   opt.shape = "tiny";
   opt.mtp = true;
   opt.type = type;
@@ -31,7 +31,7 @@ inline const std::string& structured_model(GgmlType type, double noise = 1.75) {
   const std::string path =
       dir.file(std::string("tiny_") + std::string(type_name(type)) + "_" + std::to_string(noise) + ".gguf");
   ThreadPool pool(2);
-  Status s = tools::synth_model(opt, path, pool);
+  Status s = surgery::synth_model(opt, path, pool);
   if (!s.ok()) throw std::runtime_error(s.message());
   return paths.emplace(key, path).first->second;
 }

@@ -11,7 +11,7 @@
 #include "engine_fixtures.h"
 #include "gate/schema.h"
 #include "grammar/json_schema.h"
-#include "spec/mtp_drafter.h"
+#include "speculative/mtp_drafter.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::testing {
@@ -45,7 +45,8 @@ struct Fixture {
     if (!t.ok()) throw std::runtime_error(t.status().message());
     return Fixture{std::move(*m), std::move(*t)};
   }
-  std::unique_ptr<Engine> engine(bool spec, int32_t n_max = 3, spec::ScriptedDrafter** scripted = nullptr) {
+  std::unique_ptr<Engine> engine(bool spec, int32_t n_max = 3,
+                                 speculative::ScriptedDrafter** scripted = nullptr) {
     EngineOptions eo;
     eo.n_ctx = 2048;
     eo.n_batch = 64;
@@ -54,10 +55,10 @@ struct Fixture {
     eo.end_tokens = default_end_tokens(model.vocab());
     if (scripted)
       eo.make_drafter = [scripted](const Model&, Memory&,
-                                   ThreadPool&) -> Expected<std::unique_ptr<spec::Drafter>> {
-        auto d = std::make_unique<spec::ScriptedDrafter>();
+                                   ThreadPool&) -> Expected<std::unique_ptr<speculative::Drafter>> {
+        auto d = std::make_unique<speculative::ScriptedDrafter>();
         *scripted = d.get();
-        return std::unique_ptr<spec::Drafter>(std::move(d));
+        return std::unique_ptr<speculative::Drafter>(std::move(d));
       };
     return make_engine(model, eo, pool);
   }
@@ -73,7 +74,7 @@ TEST(GrammarEngine, SchemaOutputsParseValidateAndMatchWithAndWithoutDrafting) {
   ro.grammar = compile(*gbnf);
   auto plain = f.engine(false);
   auto drafting = f.engine(true);
-  spec::SpecStats drafted;
+  speculative::SpecStats drafted;
   int outputs = 0;
   for (uint64_t seed : {0, 1, 2, 3}) {
     ro.sampling.temperature = seed == 0 ? 0.0f : 0.8f;  // greedy once, then seeded sampling
@@ -106,7 +107,7 @@ TEST(GrammarEngine, AcceptedAndRejectedDraftsAlongTheGrammarPath) {
   ro.max_tokens = 400;
   ro.grammar = compile(*grammar::json_schema_to_gbnf(Json::parse(kSchema)));
   auto plain = f.engine(false);
-  spec::ScriptedDrafter* scripted = nullptr;
+  speculative::ScriptedDrafter* scripted = nullptr;
   auto drafting = f.engine(true, 3, &scripted);
   int64_t drafted = 0, accepted = 0;
   for (uint64_t seed : {0, 5}) {
@@ -134,11 +135,12 @@ TEST(GrammarEngine, DraftsTheGrammarRefusesAreCut) {
   RequestOptions ro;
   ro.max_tokens = 30;
   ro.grammar = compile("root ::= [0-9]{20}");
-  spec::ScriptedDrafter* scripted = nullptr;
+  speculative::ScriptedDrafter* scripted = nullptr;
   auto drafting = f.engine(true, 3, &scripted);
   const auto prompt = test_prompts(1)[0];
   std::vector<int32_t> script = prompt;
-  const int32_t letter = f.tokenizer.encode("a", {.parse_special = false, .add_bos = false, .add_eos = false})[0];
+  const int32_t letter =
+      f.tokenizer.encode("a", {.parse_special = false, .add_bos = false, .add_eos = false})[0];
   script.resize(prompt.size() + 40, letter);  // letters where digits must come
   scripted->set_script(0, script, f.tokenizer.n_tokens());
   const Generation g = generate(*drafting, prompt, ro);

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_fixtures.h"
-#include "spec/mtp_drafter.h"
+#include "speculative/mtp_drafter.h"
 
 namespace mtp::testing {
 namespace {
@@ -36,12 +36,12 @@ TEST(DraftPasses, EachPassWithItsRows) {
     ASSERT_TRUE(engine->step(events, &info).ok());
     if (info.drafting != 2 || info.drafted != 6) continue;  // both slots drafted their full length
     ++drafting_steps;
-    const std::span<const spec::DraftPass> passes = engine->drafter()->last_passes();
+    const std::span<const speculative::DraftPass> passes = engine->drafter()->last_passes();
     ASSERT_EQ(passes.size(), 3u);  // n_max passes (no p_min)
     EXPECT_EQ(passes[0].rows, info.drafting + pending);
     for (size_t i = 1; i < passes.size(); ++i) EXPECT_EQ(passes[i].rows, info.drafting);
     int64_t rows = 0;
-    for (const spec::DraftPass& p : passes) rows += p.rows;
+    for (const speculative::DraftPass& p : passes) rows += p.rows;
     EXPECT_EQ(rows - pending, info.drafted);  // every draft row is in one pass
   }
   EXPECT_GT(drafting_steps, 3);
@@ -58,7 +58,7 @@ TEST(AutoPolicy, OutputIdenticalToPlain) {
   auto plain_engine = make_engine(*model, eo, pool);
   eo.spec = SpecType::kMtp;
   eo.draft.n_max = 3;
-  eo.policy.kind = spec::PolicyKind::kAuto;
+  eo.policy.kind = speculative::PolicyKind::kAuto;
   auto engine = make_engine(*model, eo, pool);
   RequestOptions ro;
   ro.max_tokens = 40;

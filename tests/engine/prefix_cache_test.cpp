@@ -7,7 +7,7 @@
 
 #include "engine_fixtures.h"
 #include "model/forward.h"
-#include "spec/mtp_drafter.h"
+#include "speculative/mtp_drafter.h"
 
 namespace mtp::testing {
 namespace {
@@ -288,7 +288,7 @@ TEST_F(PrefixCacheTest, RestoredStateEqualsStateFromScratch) {
   auto mem = Memory::create(model().config(), mo);
   ASSERT_TRUE(mem.ok());
   const int32_t s = *mem->seq_create();
-  auto drafter = spec::MtpDrafter::create(model(), *mem, pool());
+  auto drafter = speculative::MtpDrafter::create(model(), *mem, pool());
   ASSERT_TRUE(drafter.ok());
   (*drafter)->begin(s, true);
   Batch batch;

@@ -12,7 +12,7 @@
 
 #include "engine_fixtures.h"
 #include "model/forward.h"
-#include "spec/mtp_drafter.h"
+#include "speculative/mtp_drafter.h"
 
 namespace mtp::testing {
 namespace {
@@ -44,7 +44,7 @@ TEST_P(SpecVsPlain, GreedyOutputIdentical) {
   for (const auto& p : prompts) plain.push_back(generate(*plain_engine, p, ro));
   for (int32_t n_max = 1; n_max <= 4; ++n_max) {
     auto engine = make_engine(*model, engine_options(true, n_max), pool);
-    spec::SpecStats total;
+    speculative::SpecStats total;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const Generation g = generate(*engine, prompts[i], ro);
       EXPECT_EQ(g.tokens, plain[i].tokens) << "prompt " << i << ", draft-max " << n_max;
@@ -128,7 +128,8 @@ TEST_P(SpecVsPlain, PenaltiesAndBiasIdentical) {
   const Generation long_plain = generate(*plain_engine, prompt, long_run);
   long_run.sampling.presence_penalty = 2.0f;
   long_run.sampling.repeat_last_n = -1;
-  EXPECT_NE(generate(*plain_engine, prompt, long_run).tokens, long_plain.tokens) << "the penalties changed nothing";
+  EXPECT_NE(generate(*plain_engine, prompt, long_run).tokens, long_plain.tokens)
+      << "the penalties changed nothing";
   ro.sampling.repeat_penalty = 1.3f;
   ro.sampling.presence_penalty = 0.4f;
   ro.sampling.frequency_penalty = 0.2f;
@@ -168,30 +169,30 @@ TEST(SpecParams, PMinNMinAndOverridesAreHonored) {
   const Generation base = generate(*engine, prompt, ro);
   ASSERT_GT(base.timings.spec.rounds, 0);
 
-  ro.speculative = spec::DraftParams{3, 0, 0.9f};
+  ro.speculative = speculative::DraftParams{3, 0, 0.9f};
   const Generation pmin = generate(*engine, prompt, ro);
   EXPECT_EQ(pmin.tokens, base.tokens);
   EXPECT_LT(pmin.timings.spec.drafted, base.timings.spec.drafted);
 
-  ro.speculative = spec::DraftParams{3, 3, 0.9f};  // only full-length drafts survive
+  ro.speculative = speculative::DraftParams{3, 3, 0.9f};  // only full-length drafts survive
   const Generation nmin = generate(*engine, prompt, ro);
   EXPECT_EQ(nmin.tokens, base.tokens);
   for (size_t i = 0; i < nmin.timings.spec.drafted_at.size(); ++i)
     EXPECT_EQ(nmin.timings.spec.drafted_at[i], nmin.timings.spec.rounds) << "position " << i + 1;
 
-  ro.speculative = spec::DraftParams{1, 0, 0.0f};
+  ro.speculative = speculative::DraftParams{1, 0, 0.0f};
   const Generation one = generate(*engine, prompt, ro);
   EXPECT_EQ(one.tokens, base.tokens);
   EXPECT_EQ(one.timings.spec.drafted, one.timings.spec.rounds);  // one token per round
 
-  ro.speculative = spec::DraftParams{0, 0, 0.0f};
+  ro.speculative = speculative::DraftParams{0, 0, 0.0f};
   const Generation off = generate(*engine, prompt, ro);
   EXPECT_EQ(off.tokens, base.tokens);
   EXPECT_EQ(off.timings.spec.rounds, 0);
   EXPECT_EQ(off.timings.spec.drafted, 0);
 
   // Asking for more than the engine's --draft-max is clamped to it.
-  ro.speculative = spec::DraftParams{9, 0, 0.0f};
+  ro.speculative = speculative::DraftParams{9, 0, 0.0f};
   const Generation many = generate(*engine, prompt, ro);
   EXPECT_EQ(many.tokens, base.tokens);
   EXPECT_LE(many.timings.spec.drafted_at.size(), 3u);
@@ -249,7 +250,7 @@ TEST(SpecDraftVocab, OutputIdenticalWithSubsets) {
     auto plain_engine = make_engine(*model, engine_options(false, 0), pool);
     std::vector<Generation> plain;
     for (const auto& p : prompts) plain.push_back(generate(*plain_engine, p, ro));
-    std::map<int64_t, spec::SpecStats> by_size;
+    std::map<int64_t, speculative::SpecStats> by_size;
     for (int64_t n : {8, 64, 160, 0}) {
       EngineOptions eo = engine_options(true, 3);
       eo.draft_vocab = n;
@@ -260,7 +261,7 @@ TEST(SpecDraftVocab, OutputIdenticalWithSubsets) {
         by_size[n].merge(g.timings.spec);
       }
       // The per-request switch: the full head for this request.
-      ro.speculative = spec::DraftParams{3, 0, 0.0f, false};
+      ro.speculative = speculative::DraftParams{3, 0, 0.0f, false};
       const Generation full = generate(*engine, prompts[0], ro);
       EXPECT_EQ(full.tokens, plain[0].tokens);
       ro.speculative.reset();
@@ -284,7 +285,7 @@ TEST(SpecDraftVocab, AutoChoosesBetweenHeadsOutputUnchanged) {
   ro.ignore_eos = true;
   auto plain_engine = make_engine(*model, engine_options(false, 0), pool);
   EngineOptions eo = engine_options(true, 3);
-  eo.policy.kind = spec::PolicyKind::kAuto;
+  eo.policy.kind = speculative::PolicyKind::kAuto;
   eo.draft_vocab = 64;
   auto engine = make_engine(*model, eo, pool);
   EXPECT_TRUE(engine->policy().options().choose_head);
@@ -293,7 +294,7 @@ TEST(SpecDraftVocab, AutoChoosesBetweenHeadsOutputUnchanged) {
     EXPECT_EQ(generate(*engine, p, ro).tokens, generate(*plain_engine, p, ro).tokens);
   const EngineTotals& t = engine->totals();
   int64_t rounds = 0, accepted = 0;
-  for (const spec::SpecStats& h : t.by_head) {
+  for (const speculative::SpecStats& h : t.by_head) {
     rounds += h.rounds;
     accepted += h.accepted;
   }
@@ -308,13 +309,13 @@ TEST(SpecDraftVocab, AutoChoosesBetweenHeadsOutputUnchanged) {
   EXPECT_EQ(small->draft_vocab_size(), 0);
   // A pinned head.
   eo.draft_vocab = 64;
-  eo.draft_head = spec::DraftHead::kSubset;
+  eo.draft_head = speculative::DraftHead::kSubset;
   auto pinned = make_engine(*model, eo, pool);
   EXPECT_FALSE(pinned->policy().options().choose_head);
-  EXPECT_EQ(pinned->policy().options().head, spec::DraftHead::kSubset);
+  EXPECT_EQ(pinned->policy().options().head, speculative::DraftHead::kSubset);
   EXPECT_EQ(generate(*pinned, prompts[0], ro).tokens, generate(*plain_engine, prompts[0], ro).tokens);
   EXPECT_EQ(pinned->totals().by_head[0].rounds, 0);
-  eo.draft_head = spec::DraftHead::kFull;
+  eo.draft_head = speculative::DraftHead::kFull;
   auto contradiction = Engine::create(*model, eo, pool);
   ASSERT_FALSE(contradiction.ok());
   EXPECT_NE(contradiction.status().message().find("--draft-head full"), std::string::npos);
@@ -417,9 +418,9 @@ class PlainReference {
 
 // A drafter that proposes from a script with forced acceptance lengths, and keeps the MTP KV in step through
 // a real MTP drafter (flushed after every observe so the KV can be compared).
-class ScriptedWithMtpKv final : public spec::Drafter {
+class ScriptedWithMtpKv final : public speculative::Drafter {
  public:
-  ScriptedWithMtpKv(std::unique_ptr<spec::MtpDrafter> mtp) : mtp_(std::move(mtp)) {}
+  ScriptedWithMtpKv(std::unique_ptr<speculative::MtpDrafter> mtp) : mtp_(std::move(mtp)) {}
   std::string_view name() const override { return "scripted+mtp-kv"; }
   void begin(int32_t seq, bool track) override { mtp_->begin(seq, track); }
   Status observe(int32_t seq, int64_t pos0, std::span<const int32_t> tokens,
@@ -427,11 +428,11 @@ class ScriptedWithMtpKv final : public spec::Drafter {
     MTP_RETURN_IF_ERROR(mtp_->observe(seq, pos0, tokens, hidden));
     return mtp_->sync(seq);
   }
-  Status draft(std::span<spec::DraftTask> tasks) override { return script.draft(tasks); }
-  spec::ScriptedDrafter script;
+  Status draft(std::span<speculative::DraftTask> tasks) override { return script.draft(tasks); }
+  speculative::ScriptedDrafter script;
 
  private:
-  std::unique_ptr<spec::MtpDrafter> mtp_;
+  std::unique_ptr<speculative::MtpDrafter> mtp_;
 };
 
 TEST(SpecState, EveryAcceptanceLengthLeavesThePlainState) {
@@ -453,11 +454,11 @@ TEST(SpecState, EveryAcceptanceLengthLeavesThePlainState) {
   EngineOptions eo = engine_options(true, n_max);
   ScriptedWithMtpKv* drafter = nullptr;
   eo.make_drafter = [&](const Model& m, Memory& mem,
-                        ThreadPool& p) -> Expected<std::unique_ptr<spec::Drafter>> {
-    MTP_ASSIGN_OR_RETURN(auto mtp, spec::MtpDrafter::create(m, mem, p));
+                        ThreadPool& p) -> Expected<std::unique_ptr<speculative::Drafter>> {
+    MTP_ASSIGN_OR_RETURN(auto mtp, speculative::MtpDrafter::create(m, mem, p));
     auto d = std::make_unique<ScriptedWithMtpKv>(std::move(mtp));
     drafter = d.get();
-    return std::unique_ptr<spec::Drafter>(std::move(d));
+    return std::unique_ptr<speculative::Drafter>(std::move(d));
   };
   auto engine = make_engine(*model, eo, pool);
   auto id = engine->submit(prompt, ro);
@@ -551,12 +552,13 @@ TEST(SpecSampling, DistributionMatchesTarget) {
   for (Mode mode : {kMtp, kAlwaysWrong, kAlwaysRight}) {
     EngineOptions eo = engine_options(true, 2);
     eo.n_ctx = 64;
-    spec::ScriptedDrafter* scripted = nullptr;
+    speculative::ScriptedDrafter* scripted = nullptr;
     if (mode != kMtp) {
-      eo.make_drafter = [&](const Model&, Memory&, ThreadPool&) -> Expected<std::unique_ptr<spec::Drafter>> {
-        auto d = std::make_unique<spec::ScriptedDrafter>();
+      eo.make_drafter = [&](const Model&, Memory&,
+                            ThreadPool&) -> Expected<std::unique_ptr<speculative::Drafter>> {
+        auto d = std::make_unique<speculative::ScriptedDrafter>();
         scripted = d.get();
-        return std::unique_ptr<spec::Drafter>(std::move(d));
+        return std::unique_ptr<speculative::Drafter>(std::move(d));
       };
     }
     auto engine = make_engine(*model, eo, pool);
@@ -627,14 +629,14 @@ TEST(SpecHead, ForeignHeadRefusedOwnHeadAccepted) {
   TempDir dir;
   ThreadPool pool(2);
   auto synth = [&](const std::string& name, const std::function<void(Qwen35MoeConfig&)>& edit) {
-    tools::SynthOptions opt;
+    surgery::SynthOptions opt;
     opt.mtp = true;
     opt.seed = 3;
     Qwen35MoeConfig c = *qwen35moe_shape("tiny");
     edit(c);
     opt.config = c;
     const std::string path = dir.file(name);
-    EXPECT_TRUE(tools::synth_model(opt, path, pool).ok());
+    EXPECT_TRUE(surgery::synth_model(opt, path, pool).ok());
     return path;
   };
   const std::string base = synth("base.gguf", [](Qwen35MoeConfig&) {});
@@ -670,10 +672,10 @@ TEST(SpecHead, ForeignHeadRefusedOwnHeadAccepted) {
 TEST(SpecHead, NoMtpBlockIsAClearError) {
   TempDir dir;
   ThreadPool pool(2);
-  tools::SynthOptions opt;
+  surgery::SynthOptions opt;
   opt.mtp = false;
   const std::string path = dir.file("nomtp.gguf");
-  ASSERT_TRUE(tools::synth_model(opt, path, pool).ok());
+  ASSERT_TRUE(surgery::synth_model(opt, path, pool).ok());
   auto model = Model::load(path);
   ASSERT_TRUE(model.ok());
   auto e = Engine::create(*model, engine_options(true, 2), pool);

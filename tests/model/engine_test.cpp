@@ -42,7 +42,7 @@ const EngineFixtures& engine_fixtures() {
     auto out = std::make_unique<EngineFixtures>();
     ThreadPool pool(2);
     auto make = [&](const std::string& name, GgmlType type, bool wide) {
-      tools::SynthOptions opt;
+      surgery::SynthOptions opt;
       opt.mtp = true;
       opt.type = type;
       opt.seed = 11;
@@ -54,7 +54,7 @@ const EngineFixtures& engine_fixtures() {
         opt.config = c;
       }
       const std::string p = out->dir.file(name + ".gguf");
-      Status s = tools::synth_model(opt, p, pool);
+      Status s = surgery::synth_model(opt, p, pool);
       if (!s.ok()) throw std::runtime_error(s.message());
       out->path[name] = p;
     };

@@ -10,7 +10,7 @@
 #include "../gguf/test_util.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
-#include "synth.h"
+#include "surgery/synth.h"
 
 namespace mtp::testing {
 
@@ -28,13 +28,13 @@ inline const Fixtures& fixtures() {
     auto out = std::make_unique<Fixtures>();
     ThreadPool pool(2);
     auto make = [&](const std::string& name, bool mtp, GgmlType type) {
-      tools::SynthOptions opt;
+      surgery::SynthOptions opt;
       opt.shape = "tiny";
       opt.mtp = mtp;
       opt.type = type;
       opt.seed = 7;
       const std::string path = out->dir.file(name);
-      Status s = tools::synth_model(opt, path, pool);
+      Status s = surgery::synth_model(opt, path, pool);
       if (!s.ok()) throw std::runtime_error(s.message());
       return path;
     };

@@ -6,7 +6,7 @@
 
 #include "quant/types.h"
 
-namespace mtp::spec {
+namespace mtp::speculative {
 
 // 5.2: small inputs S1 (32 values) and S2 (256 values, imatrix W2).
 struct SmallVector {
@@ -298,4 +298,4 @@ inline constexpr HalfVector kHalfVectors[] = {
     {0x3f808001, false, 0, 0x3f81},     {0x7f7fffff, true, 0x7c00, 0x7f80},
 };
 
-}  // namespace mtp::spec
+}  // namespace mtp::speculative

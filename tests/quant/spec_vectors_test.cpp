@@ -22,7 +22,7 @@ std::string hex_of(const std::vector<uint8_t>& bytes) {
 }
 
 TEST(SpecVectors, HalfConversions_5_4) {
-  for (const spec::HalfVector& v : spec::kHalfVectors) {
+  for (const speculative::HalfVector& v : speculative::kHalfVectors) {
     const float f = std::bit_cast<float>(v.f32_bits);
     SCOPED_TRACE(testing::Message() << std::hex << "f32 bits 0x" << v.f32_bits);
     EXPECT_EQ(fp32_to_bf16(f), v.bf16);
@@ -66,7 +66,7 @@ TEST(SpecVectors, SmallVectors_5_2) {
   const std::vector<float> s1 = test::spec_s1();
   const std::vector<float> s2 = test::spec_s2();
   const std::vector<float> w2 = test::spec_w2();
-  for (const spec::SmallVector& v : spec::kSmallVectors) {
+  for (const speculative::SmallVector& v : speculative::kSmallVectors) {
     const std::string input = v.input;
     SCOPED_TRACE(input + " " + std::string(type_name(v.type)) + (v.with_imatrix ? " imatrix" : ""));
     const std::vector<float>& x = input == "S1" ? s1 : s2;
@@ -95,7 +95,7 @@ TEST(SpecVectors, Sha256KnownAnswers) {
 TEST(SpecVectors, TensorHashes_5_3) {
   const std::vector<float> t = test::spec_tensor_t();
   const std::vector<float> qw = test::spec_imatrix_t();
-  for (const spec::TensorHash& h : spec::kTensorHashes) {
+  for (const speculative::TensorHash& h : speculative::kTensorHashes) {
     SCOPED_TRACE(std::string(type_name(h.type)) + (h.with_imatrix ? " imatrix" : ""));
     const std::vector<uint8_t> bytes =
         test::quantize_bytes(h.type, t, 4, h.with_imatrix ? qw.data() : nullptr);
@@ -115,7 +115,7 @@ TEST(SpecVectors, TensorHashes_5_3) {
 
 TEST(SpecVectors, TensorBlocks_5_3) {
   const std::vector<float> t = test::spec_tensor_t();
-  for (const spec::TensorBlock& b : spec::kTensorBlocks) {
+  for (const speculative::TensorBlock& b : speculative::kTensorBlocks) {
     SCOPED_TRACE(testing::Message() << type_name(b.type) << " row " << b.row << " block " << b.block);
     const std::vector<uint8_t> bytes = test::quantize_bytes(b.type, t, 4);
     const int64_t block_bytes = type_traits(b.type).type_size;

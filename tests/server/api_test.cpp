@@ -287,7 +287,7 @@ TEST(ApiTest, SpeculativeOverride) {
   EXPECT_NE(completion(R"({"prompt": "a", "speculative": {"draft": 1}})")->message.find("unknown field"),
             std::string::npos);
   EXPECT_TRUE(completion(R"({"prompt": "a", "speculative": {"p_min": 1.5}})"));
-  // n_max's range is the engine's (spec::kMaxDraftTokens).
+  // n_max's range is the engine's (speculative::kMaxDraftTokens).
   EXPECT_FALSE(completion(R"({"prompt": "a", "speculative": {"n_max": 16}})"));
   EXPECT_TRUE(completion(R"({"prompt": "a", "speculative": {"n_max": 17}})"));
   // draft_vocab: 0 = the full head, or the server's own --draft-vocab (4096 in defaults()).

@@ -247,7 +247,9 @@ TEST(ServeTest, PrefixCacheAcrossTurns) {
     EXPECT_GT(sample_value(idle, "mtp_kv_blocks"), 0);
     EXPECT_EQ(sample_value(idle, "mtp_kv_blocks_used"),
               on ? sample_value(idle, "mtp_prefix_cache_blocks") : 0);
-    if (on) EXPECT_GT(sample_value(idle, "mtp_kv_blocks_used"), 0);
+    if (on) {
+      EXPECT_GT(sample_value(idle, "mtp_kv_blocks_used"), 0);
+    }
     if (!on) {
       for (const Json& x : r) EXPECT_EQ(x["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
       continue;

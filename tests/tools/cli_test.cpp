@@ -4,7 +4,7 @@
 #include "../gguf/test_util.h"
 #include "cli_util.h"
 #include "engine/sampler.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace mtp {
 namespace {
@@ -74,9 +74,9 @@ TEST(Cli, OptionRangesAreTheEnginesCheckedBeforeLoading) {
   SamplerOptions s;
   s.top_p = 1.5f;
   const std::string top_p = check_sampler_options(s, 0).message();
-  spec::DraftParams d;
-  d.n_max = spec::kMaxDraftTokens + 1;
-  const std::string n_max = spec::check_draft_params(d).message();
+  speculative::DraftParams d;
+  d.n_max = speculative::kMaxDraftTokens + 1;
+  const std::string n_max = speculative::check_draft_params(d).message();
   ASSERT_FALSE(top_p.empty());
   ASSERT_FALSE(n_max.empty());
   const std::string no_model = "-m models/no-such-file.gguf ";

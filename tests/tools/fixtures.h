@@ -8,20 +8,20 @@
 #include "../gguf/test_util.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
-#include "synth.h"
+#include "surgery/synth.h"
 
 namespace mtp::testing {
 
-inline std::string synth_file(const TempDir& dir, const std::string& name, const tools::SynthOptions& opt) {
+inline std::string synth_file(const TempDir& dir, const std::string& name, const surgery::SynthOptions& opt) {
   ThreadPool pool(2);
   std::string path = dir.file(name);
-  Status s = tools::synth_model(opt, path, pool);
+  Status s = surgery::synth_model(opt, path, pool);
   if (!s.ok()) throw std::runtime_error("synth failed: " + s.message());
   return path;
 }
 
-inline tools::SynthOptions synth_options(bool mtp, GgmlType type = GgmlType::F32, uint64_t seed = 1) {
-  tools::SynthOptions opt;
+inline surgery::SynthOptions synth_options(bool mtp, GgmlType type = GgmlType::F32, uint64_t seed = 1) {
+  surgery::SynthOptions opt;
   opt.mtp = mtp;
   opt.type = type;
   opt.seed = seed;
@@ -29,8 +29,8 @@ inline tools::SynthOptions synth_options(bool mtp, GgmlType type = GgmlType::F32
 }
 
 // The tiny shape with one field changed, for compatibility tests.
-inline tools::SynthOptions tiny_variant(bool mtp, const std::function<void(Qwen35MoeConfig&)>& edit) {
-  tools::SynthOptions opt = synth_options(mtp);
+inline surgery::SynthOptions tiny_variant(bool mtp, const std::function<void(Qwen35MoeConfig&)>& edit) {
+  surgery::SynthOptions opt = synth_options(mtp);
   Qwen35MoeConfig c = *qwen35moe_shape("tiny");
   edit(c);
   opt.config = c;

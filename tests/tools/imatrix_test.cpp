@@ -1,5 +1,5 @@
 // The importance-matrix reader (tools/imatrix.h) on files the fuzzer (fuzz/fuzz_imatrix.cpp) exercises.
-#include "imatrix.h"
+#include "surgery/imatrix.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "../gguf/test_util.h"
 #include "gguf/gguf_file.h"
 
-namespace mtp::tools {
+namespace mtp::surgery {
 namespace {
 
 using testing::TempDir;
@@ -63,4 +63,4 @@ TEST(Imatrix, LegacyTruncatedValuesAreAnError) {
 }
 
 }  // namespace
-}  // namespace mtp::tools
+}  // namespace mtp::surgery

@@ -12,7 +12,7 @@
 #include "cli_util.h"
 #include "fixtures.h"
 #include "quant/quantize.h"
-#include "quantize.h"
+#include "surgery/quantize.h"
 
 namespace mtp {
 namespace {
@@ -23,8 +23,8 @@ using testing::TempDir;
 // A qwen35moe whose every row length is a multiple of 256 (as in the real 35B-A3B), with n_gqa 8 and 4
 // experts, 8 trunk layers + MTP: the mixture rules apply as they do to the real model (block_count 9, so the
 // "first eighth" of layers is blk.0).
-tools::SynthOptions policy_model(GgmlType type, int64_t n_expert = 4) {
-  tools::SynthOptions opt = testing::tiny_variant(true, [&](Qwen35MoeConfig& c) {
+surgery::SynthOptions policy_model(GgmlType type, int64_t n_expert = 4) {
+  surgery::SynthOptions opt = testing::tiny_variant(true, [&](Qwen35MoeConfig& c) {
     c.n_embd = 256;
     c.n_head = 8;
     c.n_head_kv = 1;
@@ -48,10 +48,10 @@ std::map<std::string, GgmlType> plan_types(const std::string& path, const std::s
                                            std::vector<std::string> keep = {}) {
   auto f = GgufFile::open(path);
   EXPECT_TRUE(f.ok());
-  tools::QuantizeOptions o;
-  o.target = *tools::parse_quantize_target(target);
+  surgery::QuantizeOptions o;
+  o.target = *surgery::parse_quantize_target(target);
   o.keep = std::move(keep);
-  auto plan = tools::plan_quantization(*f, o);
+  auto plan = surgery::plan_quantization(*f, o);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   std::map<std::string, GgmlType> out;
   for (const auto& p : plan->tensors) out[p.tensor->name] = p.to;
@@ -93,7 +93,7 @@ TEST(QuantizePlan, Q6KEverywhereItMayQuantize) {
   for (const auto& [name, type] : plan_types(path, "Q6_K")) {
     auto f = GgufFile::open(path);
     const TensorInfo* t = f->find_tensor(name);
-    const bool kept = tools::why_not_quantizable(*t) != nullptr;
+    const bool kept = surgery::why_not_quantizable(*t) != nullptr;
     EXPECT_EQ(type, kept ? t->type : GgmlType::Q6_K) << name;
   }
 }
@@ -115,21 +115,21 @@ TEST(QuantizePlan, EightExpertsAndFallbacks) {
 }
 
 TEST(QuantizePlan, OverridesAndTargets) {
-  EXPECT_EQ(tools::parse_quantize_target("iq4_xs")->file_type, 30u);
-  EXPECT_EQ(tools::parse_quantize_target("18")->default_type, GgmlType::Q6_K);
-  EXPECT_EQ(tools::parse_quantize_target("Q4_K")->file_type, 15u);  // Q4_K_M, as llama-quantize
-  EXPECT_FALSE(tools::parse_quantize_target("Q3_K").ok());
-  EXPECT_FALSE(tools::parse_tensor_type_override("ffn_down").ok());
-  EXPECT_FALSE(tools::parse_tensor_type_override("ffn_(=q8_0").ok());
-  EXPECT_FALSE(tools::parse_tensor_type_override("ffn_down=q9").ok());
+  EXPECT_EQ(surgery::parse_quantize_target("iq4_xs")->file_type, 30u);
+  EXPECT_EQ(surgery::parse_quantize_target("18")->default_type, GgmlType::Q6_K);
+  EXPECT_EQ(surgery::parse_quantize_target("Q4_K")->file_type, 15u);  // Q4_K_M, as llama-quantize
+  EXPECT_FALSE(surgery::parse_quantize_target("Q3_K").ok());
+  EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down").ok());
+  EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_(=q8_0").ok());
+  EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down=q9").ok());
   TempDir dir;
   auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
   auto f = GgufFile::open(path);
-  tools::QuantizeOptions o;
-  o.target = *tools::parse_quantize_target("IQ4_XS");
-  o.tensor_types.push_back(*tools::parse_tensor_type_override("FFN_DOWN=q8_0"));  // lowercased like llama
+  surgery::QuantizeOptions o;
+  o.target = *surgery::parse_quantize_target("IQ4_XS");
+  o.tensor_types.push_back(*surgery::parse_tensor_type_override("FFN_DOWN=q8_0"));  // lowercased like llama
   o.output_type = GgmlType::F16;
-  auto plan = tools::plan_quantization(*f, o);
+  auto plan = surgery::plan_quantization(*f, o);
   ASSERT_TRUE(plan.ok());
   for (const auto& p : plan->tensors) {
     if (p.tensor->name.find("ffn_down") != std::string::npos) {
@@ -145,10 +145,10 @@ TEST(Quantize, KeepCopiesBytesAndTheOutputReadsBack) {
   TempDir dir;
   auto in = synth_file(dir, "in.gguf", testing::synth_options(true, GgmlType::F16));
   ThreadPool pool(2);
-  tools::QuantizeOptions o;
-  o.target = *tools::parse_quantize_target("IQ4_XS");
+  surgery::QuantizeOptions o;
+  o.target = *surgery::parse_quantize_target("IQ4_XS");
   o.keep = {"blk.4.*"};
-  auto r = tools::quantize_file(in, dir.file("out.gguf"), o, nullptr, "", pool);
+  auto r = surgery::quantize_file(in, dir.file("out.gguf"), o, nullptr, "", pool);
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto a = GgufFile::open(in);
   auto b = GgufFile::open(dir.file("out.gguf"));

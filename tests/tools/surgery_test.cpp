@@ -4,8 +4,8 @@
 
 #include "cli_util.h"
 #include "fixtures.h"
-#include "graft.h"
-#include "inspect_report.h"
+#include "surgery/graft.h"
+#include "surgery/inspect_report.h"
 
 namespace mtp {
 namespace {
@@ -15,10 +15,10 @@ using testing::synth_options;
 using testing::TempDir;
 using testing::tiny_variant;
 
-Expected<tools::GraftResult> graft(const std::string& trunk, const std::string& head, const std::string& out,
-                                   tools::GraftOptions options = {}) {
+Expected<surgery::GraftResult> graft(const std::string& trunk, const std::string& head,
+                                     const std::string& out, surgery::GraftOptions options = {}) {
   ThreadPool pool(2);
-  return tools::graft(trunk, head, out, options, pool);
+  return surgery::graft(trunk, head, out, options, pool);
 }
 
 TEST(Graft, SyntheticHeadOnSyntheticTrunkIsTheSynthModelWithMtp) {
@@ -39,14 +39,14 @@ TEST(Graft, HeadOnlyFileRoundTrip) {
   auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
   auto full = synth_file(dir, "full.gguf", synth_options(true));
   ThreadPool pool(2);
-  auto e = tools::extract_head(full, dir.file("head.gguf"), false, pool);
+  auto e = surgery::extract_head(full, dir.file("head.gguf"), false, pool);
   ASSERT_TRUE(e.ok()) << e.status().message();
   auto head = GgufFile::open(dir.file("head.gguf"));
   ASSERT_TRUE(head.ok());
   EXPECT_EQ(head->tensors().size(), 20u);
   EXPECT_EQ(head->find_tensor("token_embd.weight"), nullptr);
   EXPECT_EQ(*head->metadata().get<uint64_t>("mtp.head.n_vocab"), 512u);
-  EXPECT_TRUE(tools::build_inspect_report(*head).head_only);
+  EXPECT_TRUE(surgery::build_inspect_report(*head).head_only);
   auto r = graft(trunk, dir.file("head.gguf"), dir.file("out.gguf"));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(testing::read_bytes(dir.file("out.gguf")), testing::read_bytes(full));
@@ -87,7 +87,7 @@ TEST(Graft, HeadTypeConvertsOnlyTheWeightMatrices) {
   TempDir dir;
   auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
   auto full = synth_file(dir, "full.gguf", synth_options(true));
-  tools::GraftOptions o;
+  surgery::GraftOptions o;
   o.head_type = GgmlType::Q8_0;
   ASSERT_TRUE(graft(trunk, full, dir.file("out.gguf"), o).ok());
   auto out = GgufFile::open(dir.file("out.gguf"));
@@ -108,7 +108,7 @@ TEST(Graft, HeadTypeFallbacksAreReported) {
   const TensorInfo* eh = src->find_tensor("blk.4.nextn.eh_proj.weight");
   ASSERT_NE(eh, nullptr);
   ASSERT_NE(eh->ne[0] % 256, 0) << "the tiny shape's rows must not divide into q6_K blocks for this test";
-  tools::GraftOptions o;
+  surgery::GraftOptions o;
   o.head_type = GgmlType::Q6_K;
   auto r = graft(trunk, full, dir.file("out.gguf"), o);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -132,7 +132,7 @@ TEST(Graft, WithEmbeddingsGivesTheBlockItsOwnCopies) {
   TempDir dir;
   auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
   auto donor = synth_file(dir, "donor.gguf", synth_options(true, GgmlType::F32, 7));
-  tools::GraftOptions o;
+  surgery::GraftOptions o;
   o.with_embeddings = true;
   ASSERT_TRUE(graft(trunk, donor, dir.file("out.gguf"), o).ok());
   auto out = GgufFile::open(dir.file("out.gguf"));
@@ -149,9 +149,9 @@ TEST(Graft, WithEmbeddingsThroughAHeadOnlyFile) {
   auto trunk = synth_file(dir, "trunk.gguf", synth_options(false));
   auto donor = synth_file(dir, "donor.gguf", synth_options(true, GgmlType::F32, 7));
   ThreadPool pool(2);
-  ASSERT_TRUE(tools::extract_head(donor, dir.file("bare.gguf"), false, pool).ok());
-  ASSERT_TRUE(tools::extract_head(donor, dir.file("full.gguf"), true, pool).ok());
-  tools::GraftOptions o;
+  ASSERT_TRUE(surgery::extract_head(donor, dir.file("bare.gguf"), false, pool).ok());
+  ASSERT_TRUE(surgery::extract_head(donor, dir.file("full.gguf"), true, pool).ok());
+  surgery::GraftOptions o;
   o.with_embeddings = true;
   auto bare = graft(trunk, dir.file("bare.gguf"), dir.file("out1.gguf"), o);
   ASSERT_FALSE(bare.ok());
@@ -224,7 +224,7 @@ TEST(Graft, EveryCompatibilityCheckTrips) {
     EXPECT_NE(r.status().message().find(m.message), std::string::npos)
         << m.what << ": " << r.status().message();
     EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf"))) << m.what;
-    tools::GraftOptions force;
+    surgery::GraftOptions force;
     force.force = true;
     EXPECT_EQ(graft(trunk, head, dir.file("forced.gguf"), force).ok(), m.overridable) << m.what;
     std::filesystem::remove(dir.file("forced.gguf"));
@@ -238,7 +238,7 @@ TEST(Graft, ExistingMtpBlockNeedsReplace) {
   auto r = graft(full, donor, dir.file("out.gguf"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("already has an MTP block"), std::string::npos);
-  tools::GraftOptions o;
+  surgery::GraftOptions o;
   o.replace = true;
   ASSERT_TRUE(graft(full, donor, dir.file("out.gguf"), o).ok());
   auto out = GgufFile::open(dir.file("out.gguf"));

@@ -10,14 +10,14 @@
 #include "gguf/gguf_file.h"
 #include "model/qwen35moe_tensors.h"
 #include "quant/quantize.h"
-#include "synth.h"
+#include "surgery/synth.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp {
 namespace {
 
-using tools::SynthOptions;
+using surgery::SynthOptions;
 
 std::string synth(const testing::TempDir& dir, const std::string& name, const SynthOptions& opt) {
   return testing::synth_file(dir, name, opt);
@@ -30,7 +30,7 @@ TEST(Synth, SameSeedSameBytesAnyThreadCount) {
   opt.type = GgmlType::Q8_0;
   auto a = testing::read_bytes(synth(dir, "a.gguf", opt));
   ThreadPool one(1);
-  ASSERT_TRUE(tools::synth_model(opt, dir.file("b.gguf"), one).ok());
+  ASSERT_TRUE(surgery::synth_model(opt, dir.file("b.gguf"), one).ok());
   EXPECT_EQ(a, testing::read_bytes(dir.file("b.gguf")));
   opt.seed = 2;
   EXPECT_NE(a, testing::read_bytes(synth(dir, "c.gguf", opt)));

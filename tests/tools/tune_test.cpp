@@ -6,9 +6,9 @@
 
 #include "../gguf/test_util.h"
 #include "cli_util.h"
-#include "tune.h"
+#include "gate/tune.h"
 
-namespace mtp::tools {
+namespace mtp::gate {
 namespace {
 
 // A run whose level `level`, run k, has one request of 1 s carrying per_run[k] tokens: output tok/s
@@ -102,4 +102,4 @@ TEST(Tune, SweepsTheBundledModelThroughItsOwnServers) {
 }
 
 }  // namespace
-}  // namespace mtp::tools
+}  // namespace mtp::gate

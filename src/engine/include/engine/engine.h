@@ -34,9 +34,9 @@
 #include "grammar/grammar.h"
 #include "model/memory.h"
 #include "model/model.h"
-#include "spec/drafter.h"
-#include "spec/policy.h"
-#include "spec/stats.h"
+#include "speculative/drafter.h"
+#include "speculative/policy.h"
+#include "speculative/stats.h"
 
 namespace mtp {
 
@@ -57,8 +57,8 @@ struct EngineOptions {
   int64_t kv_block_size = 256;  // positions per KV block: also the prefix cache's node size
   PrefixCacheOptions cache;     // cache.ram_bytes == 0: no prefix cache
   SpecType spec = SpecType::kNone;
-  spec::DraftParams draft;     // default per request (`--draft-max/--draft-min/--draft-p-min`)
-  spec::PolicyOptions policy;  // throttle / auto
+  speculative::DraftParams draft;     // default per request (`--draft-max/--draft-min/--draft-p-min`)
+  speculative::PolicyOptions policy;  // throttle / auto
   // Where the MTP block came from, for reports only: the caller loads a separate head into the Model
   // (Model::load(path, head_path)); the engine drafts with whatever MTP block the model has.
   std::string head_path;
@@ -69,12 +69,13 @@ struct EngineOptions {
   // kAutoSubsetMinVocab), the policy choosing per batch size; otherwise the subset with --draft-vocab N, the
   // full head without. kSubset without --draft-vocab: kDefaultDraftVocab ids. Overrides policy.head and
   // policy.choose_head.
-  std::optional<spec::DraftHead> draft_head;
+  std::optional<speculative::DraftHead> draft_head;
   // Tokens that end generation (EOS, end of turn); ids >= n_sample are never sampled (embedding padding).
   std::vector<int32_t> end_tokens;
   int64_t n_sample = 0;  // 0: the model's n_vocab
   // Tests: a drafter other than the MTP one, made once the engine's memory exists (spec must be kMtp).
-  std::function<Expected<std::unique_ptr<spec::Drafter>>(const Model&, Memory&, ThreadPool&)> make_drafter;
+  std::function<Expected<std::unique_ptr<speculative::Drafter>>(const Model&, Memory&, ThreadPool&)>
+      make_drafter;
 };
 
 struct RequestOptions {
@@ -82,7 +83,7 @@ struct RequestOptions {
   int64_t max_tokens = -1;  // < 0: until an end token or the context is full
   bool ignore_eos = false;
   // Drafting for this request: nullopt = the engine's defaults; n_max == 0 = never draft.
-  std::optional<spec::DraftParams> speculative;
+  std::optional<speculative::DraftParams> speculative;
   int32_t n_probs = 0;  // report this many top log-probabilities per token (0: only the token's own)
   bool logprobs = false;
   // The prefix cache: reuse a cached prefix of the prompt and leave this request's state behind
@@ -134,8 +135,9 @@ struct RequestTimings {
   int64_t n_generated = 0;
   double prompt_ms = 0;  // submit -> first token
   double gen_ms = 0;     // first token -> last
-  spec::SpecStats spec;
-  std::array<spec::SpecStats, spec::kDraftHeads> by_head;  // rounds by the head that drafted (DraftHead)
+  speculative::SpecStats spec;
+  std::array<speculative::SpecStats, speculative::kDraftHeads>
+      by_head;  // rounds by the head that drafted (DraftHead)
 };
 
 // What happened to one request in a step.
@@ -155,8 +157,8 @@ struct StepInfo {
   int32_t drafting = 0;    // slots that drafted this step
   int64_t drafted = 0;
   int64_t accepted = 0;
-  spec::DraftHead head = spec::DraftHead::kFull;  // of this step's drafts
-  double seconds = 0;                             // wall time of the whole step
+  speculative::DraftHead head = speculative::DraftHead::kFull;  // of this step's drafts
+  double seconds = 0;                                           // wall time of the whole step
   double draft_seconds = 0;
 };
 
@@ -164,8 +166,9 @@ struct EngineTotals {
   uint64_t steps = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
-  spec::SpecStats spec;
-  std::array<spec::SpecStats, spec::kDraftHeads> by_head;  // rounds by the head that drafted (DraftHead)
+  speculative::SpecStats spec;
+  std::array<speculative::SpecStats, speculative::kDraftHeads>
+      by_head;  // rounds by the head that drafted (DraftHead)
 };
 
 class Engine {
@@ -195,7 +198,7 @@ class Engine {
   const EngineTotals& totals() const;
   const Model& model() const;
   // The policy's learned step-time model (for /props and benches).
-  const spec::DraftPolicy& policy() const;
+  const speculative::DraftPolicy& policy() const;
   // The subset draft head's size as asked for (--draft-vocab N, or the default auto chose; the control tokens
   // chat needs come on top), which a request may name; 0 without one.
   int64_t draft_vocab_size() const;
@@ -208,7 +211,7 @@ class Engine {
   // For tests and benches: the state, the drafter (nullptr without speculation), a request's sequence slot
   // in the memory (-1 when unknown or finished).
   const Memory& memory() const;
-  spec::Drafter* drafter();
+  speculative::Drafter* drafter();
   int32_t seq_of(uint64_t request_id) const;
 
  private:

@@ -43,8 +43,8 @@ std::optional<ApiError> parse_json_body(std::string_view body, Json& out);
 struct RequestDefaults {
   SamplerOptions sampling;  // temperature, top_k, top_p, min_p; seed < 0 below = random
   int64_t seed = -1;
-  int64_t n_predict = -1;   // < 0: until an end token or the context is full
-  spec::DraftParams draft;  // the engine's per-request default, for partial overrides
+  int64_t n_predict = -1;          // < 0: until an end token or the context is full
+  speculative::DraftParams draft;  // the engine's per-request default, for partial overrides
   bool drafting = false;    // the server drafts (--spec mtp), so a request drafts unless it turns it off
   int64_t draft_vocab = 0;  // the engine's --draft-vocab (0: none); a request may pick it or the full head
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::kDeepseek;

@@ -58,10 +58,11 @@ class Metrics {
   uint64_t generated_tokens_ = 0;
   uint64_t drafted_ = 0;
   uint64_t accepted_ = 0;
-  std::array<uint64_t, spec::kDraftHeads> drafted_by_head_{}, accepted_by_head_{};  // index: spec::DraftHead
+  std::array<uint64_t, speculative::kDraftHeads> drafted_by_head_{},
+      accepted_by_head_{};  // index: speculative::DraftHead
   uint64_t steps_ = 0;
   double draft_seconds_ = 0;
-  spec::SpecStats spec_;  // finished requests, merged
+  speculative::SpecStats spec_;  // finished requests, merged
   std::array<uint64_t, kStepBuckets.size()> step_buckets_{};
   double step_seconds_sum_ = 0;
   // Indexed by the number of slots generating in a step.

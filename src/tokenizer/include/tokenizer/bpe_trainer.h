@@ -4,8 +4,8 @@
 // distinct pre-token once per occurrence. Quadratic in the number of merges, meant for a few hundred.
 //
 // Token ids: 0..255 are the byte tokens in byte order (id b is byte b), then one token per merge whose result
-// is new, then the control tokens, then the user-defined tokens. tools/tokenizer/bpe_reference.py implements
-// the same trainer independently; the tests check both produce the same merges.
+// is new, then the control tokens, then the user-defined tokens. scripts/reference/tokenizer/bpe_reference.py
+// implements the same trainer independently; the tests check both produce the same merges.
 #pragma once
 
 #include <string>

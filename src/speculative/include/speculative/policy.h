@@ -1,0 +1,201 @@
+// Which slots draft and how much, per engine step (docs/architecture.md section 5; docs/drafting-policy.md).
+//
+//  * fixed: every generating slot drafts its own n_max.
+//  * --spec-max-drafting-slots N (the seed's LLAMA_SPEC_MAX_DRAFTING_SLOTS): a slot drafts only while at most
+//    N slots are generating; otherwise nobody drafts this step.
+//  * auto: choose each slot's draft length k (0 allowed) to maximise expected tokens per second, from the
+//    step time measured online (trunk decode, verify and prompt rows, MTP draft passes) and each slot's
+//    recent acceptance per draft position. Plain decoding is measured first at each batch size; and whatever
+//    the model predicts, where drafting steps measurably deliver fewer tokens per second than plain ones,
+//    drafting pauses at that batch size (longer after each such verdict). Details in policy.cpp.
+//
+// Two draft heads: the MTP block's full output head, or its rows for a subset of the vocabulary (cheaper
+// passes, lower acceptance; spec/draft_vocab.h). With `choose_head`, auto picks one per batch size by what
+// drafting with each measurably delivered (observe_step), trying the other one again now and then.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mtp::speculative {
+
+enum class PolicyKind { kFixed, kAuto };
+
+// The head a draft pass computes logits with.
+enum class DraftHead : int32_t { kFull = 0, kSubset = 1 };
+inline constexpr int kDraftHeads = 2;
+const char* draft_head_name(DraftHead head);  // "full", "subset"
+
+struct PolicyOptions {
+  PolicyKind kind = PolicyKind::kFixed;
+  int32_t max_drafting_slots = -1;    // < 0: no limit
+  DraftHead head = DraftHead::kFull;  // the head, unless choose_head
+  bool choose_head = false;  // auto only: the drafter has both heads; pick per batch size by measured outcome
+};
+
+// Seconds of a pass as a function of its row count, learned online: the median of recent samples per count,
+// summarised by a least-squares line a + b * rows (policy.cpp says why a line) that prices the counts not
+// yet measured a few times; a count measured that often is priced by its own average.
+class StepCostModel {
+ public:
+  void observe(int64_t rows, double seconds);
+  double predict(double rows) const;  // seconds; 0 before any observation
+  bool has_data() const { return sizes_ > 0; }
+  int64_t sizes() const { return sizes_; }      // distinct row counts measured
+  int64_t samples() const { return samples_; }  // observations of any row count
+  bool measured(int64_t rows) const {
+    return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) && cells_[static_cast<size_t>(rows)].n > 0;
+  }
+  // Measured often enough (3 samples) that predict(rows) is its own median.
+  bool trusted(int64_t rows) const;
+  // A sample that replaces the size's earlier ones (stale: the machine's speed drifts); a trusted size stays
+  // trusted, now at this price.
+  void restart(int64_t rows, double seconds);
+  double intercept() const { return a_; }  // seconds
+  double slope() const { return b_; }      // seconds per row
+  // With a single measured size: through it along `slope` (another line's) rather than its own average cost
+  // per row.
+  double predict_along(double rows, double slope) const;
+
+ private:
+  void fit();
+  static constexpr int64_t kRecent = 5;  // samples a size's estimate is the median of
+  struct Cell {
+    std::array<double, kRecent> recent{};  // the last samples, as a ring
+    double est = 0;                        // the estimate: median of the recent samples
+    int64_t n = 0;                         // samples
+  };
+  std::vector<Cell> cells_;       // index: rows
+  int64_t sizes_ = 0, only_ = 0;  // only_: the measured size while there is one
+  int64_t samples_ = 0;
+  double a_ = 0, b_ = 0;
+};
+
+// Recent acceptance per draft position (a slot's, or the whole engine's), as exponential moving averages of
+// the conditional rate "position i accepted given position i-1 was".
+class AcceptanceTracker {
+ public:
+  void observe(int64_t n_drafted, int64_t n_accepted);
+  // The conditional rate at position i (0-based); the prior for positions without data.
+  double rate(int32_t i) const;
+  // Probability that draft position i (0-based) is accepted, i.e. the product of the first i+1 conditional
+  // rates.
+  double p_reach(int32_t i) const;
+  // A step in which the slot did not draft: its rates drift toward `typical` (the engine-wide ones), so a
+  // slot that stopped drafting after a bad stretch gets to try again later.
+  void idle_step(const AcceptanceTracker& typical);
+  void reset() { cond_.clear(); }
+
+ private:
+  std::vector<double> cond_;
+};
+
+struct SlotDemand {
+  int32_t n_max = 0;  // the slot's own cap (0: it does not draft)
+  const AcceptanceTracker* acceptance = nullptr;
+  // Rows the drafter must run through the MTP block before this slot's first draft row (its deferred
+  // catch-up: the rows kept since it last drafted); they ride in the first draft pass.
+  int64_t catch_up_rows = 0;
+};
+
+class DraftPolicy {
+ public:
+  explicit DraftPolicy(const PolicyOptions& options);
+
+  // The head this step's drafts use at a batch size of `slots` generating slots: call before choose(), and
+  // give choose() each slot's acceptance for that head. Until the next head() call, the draft passes,
+  // rounds and the step observed are this head's.
+  DraftHead head(int64_t slots);
+
+  // Draft length per generating slot (one entry of `slots` each; every generating slot has one decode row).
+  // `prompt_rows` = prompt-chunk rows the step's trunk batch has as well: they cost the same whatever is
+  // drafted, so they do not enter the comparison, but a plain step with them does not measure plain decoding.
+  // Not const: it records a draft length it runs to re-measure (see policy.cpp).
+  std::vector<int32_t> choose(std::span<const SlotDemand> slots, int64_t prompt_rows = 0);
+
+  // Timing feedback from the engine: a trunk forward of `rows` decode rows (one per generating slot),
+  // `verify_rows` draft rows being verified and `prompt_rows` prompt rows; one MTP draft pass of `rows`
+  // rows (draft rows and catch-up rows together).
+  void observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds);
+  void observe_draft(int64_t rows, double seconds) { draft_[head_index()].observe(rows, seconds); }
+  // A whole step without prompt rows: `slots` generating slots emitted `tokens` in `seconds` (its draft
+  // passes and trunk forward together); `drafted`: some slot drafted.
+  void observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted);
+  // A verification round of any slot: the engine-wide acceptance, where a new request's estimate starts.
+  void observe_round(int64_t n_drafted, int64_t n_accepted) {
+    acceptance_[head_index()].observe(n_drafted, n_accepted);
+  }
+  // A step in which no slot drafted: the engine-wide rates drift toward the prior, so that after a bad
+  // stretch (every slot stopped drafting, no rounds to learn from) requests get to try again.
+  void idle_step() { acceptance_[head_index()].idle_step(AcceptanceTracker{}); }
+  const AcceptanceTracker& acceptance(DraftHead head = DraftHead::kFull) const {
+    return acceptance_[static_cast<size_t>(head)];
+  }
+
+  // Predicted seconds of a trunk forward of decode rows and verify rows (no prompt rows); for a verify size
+  // just measured for the first or second time, deliberately no more than as many plain rows (policy.cpp).
+  double predict_trunk(int64_t rows, int64_t verify_rows = 0) const;
+  const StepCostModel& draft_cost(DraftHead head = DraftHead::kFull) const {
+    return draft_[static_cast<size_t>(head)];
+  }
+  const PolicyOptions& options() const { return opt_; }
+
+ private:
+  PolicyOptions opt_;
+  std::vector<int32_t> plan(std::span<const SlotDemand> slots, int64_t prompt_rows);
+  // Seconds of a trunk forward of `rows` rows without prompt rows, plain or with verify rows: from that
+  // kind's line, helped by the other kind's while it has fewer than two sizes.
+  double trunk_line(bool verify, double rows) const;
+  bool has_trunk_data() const { return plain_.has_data() || verify_.has_data(); }
+
+  // Trunk steps since a plain step of this many rows, or a verify step of this many rows in all, was last
+  // measured; huge if never.
+  int64_t plain_age(int64_t rows) const;
+  int64_t verify_age(int64_t rows) const;
+  int64_t explore_age(int64_t rows) const;  // since choose() last ran a verify size to re-measure it
+
+  StepCostModel plain_, verify_;    // trunk steps without prompt rows: decode rows only, or with verify rows
+  int64_t trunk_steps_ = 0;         // trunk steps observed
+  std::vector<int64_t> plain_at_;   // index: rows; trunk_steps_ after that size's last plain sample
+  std::vector<int64_t> verify_at_;  // likewise for verify steps, indexed by all their rows
+  std::vector<int64_t> explored_at_;  // likewise for the verify sizes choose() ran to re-measure them
+  int64_t exploring_ = 0;             // the verify size the last choose() ran to re-measure; 0 none
+  size_t head_index() const { return static_cast<size_t>(head_); }
+  const StepCostModel& draft() const { return draft_[head_index()]; }
+  DraftHead head_ = DraftHead::kFull;                      // of the step under way (head())
+  std::array<StepCostModel, kDraftHeads> draft_;           // draft passes, per head
+  std::array<AcceptanceTracker, kDraftHeads> acceptance_;  // every slot's rounds, per head
+
+  // What steps delivered, per batch size (generating slots), whatever the model predicted: the guard that
+  // stops drafting where it measurably loses (policy.cpp).
+  struct Outcome {
+    static constexpr int64_t kPlainSteps = 8;
+    std::array<double, kPlainSteps> plain_seconds{};  // the last plain steps (each emits one token a slot)
+    int64_t plain_n = 0;
+    double draft_tokens = 0, draft_seconds = 0;  // drafting steps since the last verdict
+    int64_t draft_n = 0;
+    int64_t backoff = 0;        // trunk steps of the next pause; 0: the first pause's
+    int64_t paused_until = -1;  // trunk_steps_ until which this size does not draft
+    // With choose_head: the head steps use here; when each was last in use here and when its last window
+    // of drafting steps was judged (trunk_steps_; -1 never), and what that window delivered (tokens/s).
+    DraftHead head = DraftHead::kFull;
+    std::array<int64_t, kDraftHeads> head_used_at{-1, -1};
+    std::array<int64_t, kDraftHeads> head_rated_at{-1, -1};
+    std::array<double, kDraftHeads> head_rate{};
+    // The head's last window delivered no less than plain steps, and the model has not declined it since.
+    std::array<bool, kDraftHeads> head_good{};
+  };
+  // A window of drafting steps judged: the verdict on drafting at this size, and with choose_head, the head
+  // its next drafting steps use.
+  void judge(Outcome& o, double draft_rate, double plain_rate);
+  // With choose_head: the other head was not in use here for so long that its prices are stale.
+  bool other_head_stale(const Outcome& o) const;
+  std::vector<Outcome> outcome_;  // index: generating slots
+  bool restart_step_ = false;     // the last choose() drafts over a backlog of catch-up rows (policy.cpp)
+  Outcome& outcome(int64_t slots);
+  bool paused(int64_t slots) const;
+};
+
+}  // namespace mtp::speculative

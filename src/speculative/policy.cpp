@@ -1,0 +1,538 @@
+// The auto policy (docs/drafting-policy.md, goodput form):
+//
+//   goodput(k) = sum_r E[T_r](k_r) / (T_trunk(n, sum_r k_r) + sum_{i=1..max k} T_draft(rows_i))
+//   E[T_r](k)  = 1 + sum_{i<k} p_reach_r(i)
+//   rows_1     = #{r : k_r >= 1} + their catch-up rows (steady state),  rows_i = #{r : k_r >= i} for i > 1
+//
+// plus, for a slot that starts drafting after a stretch without, its backlog of catch-up rows beyond the
+// steady state, priced at the draft passes' marginal row cost and spread over kBacklogSteps steps (the least
+// a drafting stretch is expected to last): paid once, it does not keep a slot alone from drafting again, but
+// a batch where drafting promises only a few percent does not restart it for a step or two (measured at c4:
+// one such step ran 4 slots' 64-row backlogs, 197 ms, for 8 drafted tokens).
+//
+// where n is the number of generating slots (one decode row each). A step's prompt rows cost the same
+// whatever is drafted, so they are left out: counted, they would dilute the extra rows' cost and make
+// drafting look good in every step that reads a prompt, at a marginal rate below plain decoding's.
+// k = 0 for every slot is always a
+// candidate. The search starts from the best uniform length (a draft pass is shared by all slots, so one
+// position at a time is too myopic to start from), then adds one draft position at a time to the slot whose
+// next position is most likely to be accepted while goodput improves. A plan that drafts at all must beat
+// plain decoding by kMinGain: near break-even (large batches) the cost model's error is larger than the gain,
+// and a bad draft in a large batch costs far more than a missed small gain.
+//
+// Step times are the engine's own measurements, kept per batch size (row count) as the median of its last
+// few samples; a size sampled kTrustSamples times is priced by that median, the others by a straight line
+// t(rows) = a + b * rows fitted by least squares over the measured sizes,
+// each weighted by its samples (up to kMaxCellWeight, so a size measured once counts, but little). A line,
+// not interpolation between sizes: in this MoE engine every extra row touches experts of its own, so past the
+// first few rows each costs about the same, and the fit is what carries that slope to batch sizes never run.
+// It also keeps one noisy or stale size (measured once, during a burst of foreign load) from deciding a step
+// on its own, which matters most in large batches: an optimistic cost there is exactly what makes drafting
+// in a saturated batch look cheap. With one measured size the line is its average cost per row (no fixed
+// cost assumed: pessimistic above it, optimistic below it, so a smaller batch gets tried and measured).
+//
+// The trunk has two lines: one for plain steps (decode rows only) and one for steps with verify rows. A
+// verify row is not a decode row: measured on 2 cores, a batch of a few sequences' verify rows costs 10-30%
+// more than as many rows of as many sequences, so a single line fitted to both mis-prices both choices
+// (plain decoding looks dearer than it is, drafting cheaper). Each line falls back on the other until it has
+// data (a line with one measured size runs through it along the other line's slope), and at a batch size
+// whose plain step was not measured kTrustSamples times the policy decodes plainly until it was. While the
+// policy drafts at a batch size, its plain price is not measured; after kRefreshSteps trunk steps without,
+// one plain step re-prices it (its sample replaces the stale ones), so that drift in the machine's speed
+// cannot keep drafting on against an outdated comparison; and once a verify step was measured, the policy
+// drafts until kTrustSamples were (a first one pays one-time costs, and priced by it alone drafting would
+// stop for good), unless the draft passes alone already cost more than drafting gains. Prompt rows cost
+// differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
+// of their own, over their rows (draft rows and catch-up rows).
+//
+// Verify prices get re-measured two more ways: a verify size just measured for the first or second time is
+// priced no higher than as many plain rows (its first samples pay one-time costs), and while drafting, a
+// stale draft length whose promise is close to the plan's is run once every kRefreshSteps steps, its sample
+// replacing the stale ones (plan(), at its end, says when).
+//
+// Whatever the model predicts, a guard compares what drafting steps deliver with what plain steps do at the
+// same batch size, and pauses drafting there where it measurably loses (observe_step()).
+//
+// With two heads (choose_head), the model prices each head's draft passes and acceptance apart, and the
+// guard picks the head: each window of drafting steps measures the head it ran; a head not measured at this
+// batch size (or long ago) gets the next window; then the one that delivered more drafts, and drafting
+// pauses only where that one loses too. A price never measured (the other head's) thus never decides
+// against one that was, and the subset head, whose passes cost a fraction of the full head's on a large
+// vocabulary (measured on 2 cores at 35B-A3B widths: the full head's pass as dear as a plain step of an
+// 8-layer trunk), is tried wherever drafting runs.
+#include "speculative/policy.h"
+
+#include <algorithm>
+#include <array>
+
+namespace mtp::speculative {
+namespace {
+
+constexpr double kMaxCellWeight = 16;     // a batch size's weight in the fit: its samples, up to this
+constexpr double kAcceptEmaWeight = 0.1;  // weight of a new acceptance sample
+constexpr double kAcceptPrior = 0.8;      // conditional acceptance assumed before any data
+constexpr double kAcceptDecay = 0.01;    // per idle step, drift toward the engine-wide rates (a slot retries)
+constexpr double kMinGain = 0.05;        // a drafting plan must promise this much more than plain decoding
+constexpr int64_t kTrustSamples = 3;     // samples after which a size's own average replaces the line
+constexpr double kBacklogSteps = 16;     // steps a drafting stretch's one-time catch-up is spread over
+constexpr int64_t kRefreshSteps = 32;    // trunk steps after which a size's samples are stale
+constexpr int64_t kWarmupSteps = 2;      // trunk steps a verify size's first samples keep it cheap
+constexpr double kExploreMargin = 0.15;  // a stale draft length this close to the plan's gets re-measured
+constexpr int64_t kOutcomeSteps = 8;     // drafting steps the guard judges at a time (observe_step)
+constexpr double kClearLoss = 0.15;      // a loss the guard acts on after half of them
+constexpr double kSmallLoss = 0.02;      // a loss it acts on after all of them
+constexpr int64_t kPauseSteps = 64;      // trunk steps without drafting after a verdict against it
+constexpr int64_t kMaxPauseSteps = 4096;  // the pause grows 4x with each verdict in a row against drafting
+constexpr int64_t kHeadRetrySteps = 512;  // trunk steps after which a head's measured outcome is stale
+
+// Trunk steps since size `rows` was last sampled (at[rows]: the step count then, -1 never); huge if never.
+int64_t age_of(const std::vector<int64_t>& at, int64_t rows, int64_t now) {
+  if (rows < 0 || rows >= static_cast<int64_t>(at.size()) || at[static_cast<size_t>(rows)] < 0)
+    return INT64_MAX;
+  return now - at[static_cast<size_t>(rows)];
+}
+
+void mark(std::vector<int64_t>& at, int64_t rows, int64_t now) {
+  if (static_cast<int64_t>(at.size()) <= rows) at.resize(static_cast<size_t>(rows + 1), -1);
+  at[static_cast<size_t>(rows)] = now;
+}
+
+}  // namespace
+
+const char* draft_head_name(DraftHead head) {
+  return head == DraftHead::kSubset ? "subset" : "full";
+}
+
+DraftPolicy::DraftPolicy(const PolicyOptions& options) : opt_(options), head_(options.head) {
+  if (opt_.kind != PolicyKind::kAuto) opt_.choose_head = false;
+}
+
+DraftHead DraftPolicy::head(int64_t slots) {
+  head_ = opt_.head;
+  if (opt_.choose_head && slots > 0) {
+    Outcome& o = outcome(slots);
+    head_ = o.head;
+    o.head_used_at[head_index()] = trunk_steps_;
+  }
+  return head_;
+}
+
+bool DraftPolicy::other_head_stale(const Outcome& o) const {
+  // At least as long as this size's pauses, so that a size paused for good does not retry both heads after
+  // every pause.
+  const int64_t used = o.head_used_at[1 - static_cast<size_t>(o.head)];
+  return used < 0 || trunk_steps_ - used > std::max(kHeadRetrySteps, 2 * o.backoff);
+}
+
+bool StepCostModel::trusted(int64_t rows) const {
+  return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) &&
+         cells_[static_cast<size_t>(rows)].n >= kTrustSamples;
+}
+
+void StepCostModel::restart(int64_t rows, double seconds) {
+  if (!measured(rows)) {
+    observe(rows, seconds);
+    return;
+  }
+  if (seconds <= 0) return;
+  Cell& c = cells_[static_cast<size_t>(rows)];
+  c.recent.fill(seconds);
+  c.est = seconds;
+  fit();
+}
+
+void StepCostModel::observe(int64_t rows, double seconds) {
+  if (rows <= 0 || seconds <= 0) return;
+  if (static_cast<int64_t>(cells_.size()) <= rows) cells_.resize(static_cast<size_t>(rows + 1));
+  Cell& c = cells_[static_cast<size_t>(rows)];
+  if (c.n == 0 && sizes_++ == 0) only_ = rows;
+  // The median of the last few samples: the first steps at a new size pay one-time costs (fresh state pages
+  // being touched, buffers growing: measured 2-4x a steady step), which a moving average would keep for a
+  // long while, and which a median drops at once; a lasting change still shows within a few steps.
+  c.recent[static_cast<size_t>(c.n % kRecent)] = seconds;
+  ++c.n;
+  ++samples_;
+  const size_t m = static_cast<size_t>(std::min<int64_t>(c.n, kRecent));
+  std::array<double, kRecent> v;
+  std::copy(c.recent.begin(), c.recent.begin() + static_cast<std::ptrdiff_t>(m), v.begin());
+  std::sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m));
+  c.est = m % 2 == 1 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+  fit();
+}
+
+void StepCostModel::fit() {
+  if (sizes_ == 1) {  // one batch size: its average cost per row, no fixed cost
+    a_ = 0;
+    b_ = cells_[static_cast<size_t>(only_)].est / static_cast<double>(only_);
+    return;
+  }
+  double sw = 0, sx = 0, sy = 0;
+  for (size_t r = 0; r < cells_.size(); ++r) {
+    if (cells_[r].n == 0) continue;
+    const double w = std::min<double>(cells_[r].n, kMaxCellWeight);
+    sw += w;
+    sx += w * static_cast<double>(r);
+    sy += w * cells_[r].est;
+  }
+  const double mx = sx / sw, my = sy / sw;
+  double sxx = 0, sxy = 0;
+  for (size_t r = 0; r < cells_.size(); ++r) {
+    if (cells_[r].n == 0) continue;
+    const double w = std::min<double>(cells_[r].n, kMaxCellWeight), dx = static_cast<double>(r) - mx;
+    sxx += w * dx * dx;
+    sxy += w * dx * (cells_[r].est - my);
+  }
+  b_ = std::max(0.0, sxy / sxx);  // a bigger batch never costs less
+  a_ = my - b_ * mx;
+  if (a_ < 0) {  // nor does a pass cost less than nothing: through the origin instead
+    a_ = 0;
+    double num = 0, den = 0;
+    for (size_t r = 0; r < cells_.size(); ++r) {
+      if (cells_[r].n == 0) continue;
+      const double w = std::min<double>(cells_[r].n, kMaxCellWeight), x = static_cast<double>(r);
+      num += w * x * cells_[r].est;
+      den += w * x * x;
+    }
+    b_ = num / den;
+  }
+}
+
+double StepCostModel::predict(double rows) const {
+  if (rows <= 0 || !has_data()) return 0.0;
+  // A size measured often enough is its own best estimate: expert sharing bends the cost curve (the first
+  // extra rows bring experts of their own, later ones increasingly share them), which a straight line fitted
+  // over all sizes misses by tens of percent at the ends.
+  const int64_t r = static_cast<int64_t>(rows);
+  if (static_cast<double>(r) == rows && trusted(r)) return cells_[static_cast<size_t>(r)].est;
+  return a_ + b_ * rows;
+}
+
+double StepCostModel::predict_along(double rows, double slope) const {
+  if (sizes_ != 1 || rows <= 0) return predict(rows);
+  const double t = cells_[static_cast<size_t>(only_)].est, at = static_cast<double>(only_);
+  const double along = t + slope * (rows - at);
+  return rows >= at ? along : std::max(along, t * rows / at);  // below: at least its rows' share
+}
+
+void AcceptanceTracker::observe(int64_t n_drafted, int64_t n_accepted) {
+  if (static_cast<int64_t>(cond_.size()) < n_drafted)
+    cond_.resize(static_cast<size_t>(n_drafted), kAcceptPrior);
+  // Position i was reached (i <= n_accepted) and then accepted or not.
+  for (int64_t i = 0; i < n_drafted && i <= n_accepted; ++i) {
+    const double hit = i < n_accepted ? 1.0 : 0.0;
+    double& c = cond_[static_cast<size_t>(i)];
+    c = (1 - kAcceptEmaWeight) * c + kAcceptEmaWeight * hit;
+  }
+}
+
+double AcceptanceTracker::rate(int32_t i) const {
+  return i < static_cast<int32_t>(cond_.size()) ? cond_[static_cast<size_t>(i)] : kAcceptPrior;
+}
+
+double AcceptanceTracker::p_reach(int32_t i) const {
+  double p = 1.0;
+  for (int32_t j = 0; j <= i; ++j) p *= rate(j);
+  return p;
+}
+
+void AcceptanceTracker::idle_step(const AcceptanceTracker& typical) {
+  for (size_t i = 0; i < cond_.size(); ++i)
+    cond_[i] += kAcceptDecay * (typical.rate(static_cast<int32_t>(i)) - cond_[i]);
+}
+
+DraftPolicy::Outcome& DraftPolicy::outcome(int64_t slots) {
+  if (static_cast<int64_t>(outcome_.size()) <= slots) outcome_.resize(static_cast<size_t>(slots + 1));
+  return outcome_[static_cast<size_t>(slots)];
+}
+
+bool DraftPolicy::paused(int64_t slots) const {
+  return slots < static_cast<int64_t>(outcome_.size()) &&
+         outcome_[static_cast<size_t>(slots)].paused_until > trunk_steps_;
+}
+
+// The guard: every kOutcomeSteps drafting steps at a batch size, their tokens per second against the recent
+// plain steps' at that size. Worse, and drafting pauses there for kPauseSteps trunk steps, four times as long
+// after each verdict in a row that went against it (up to kMaxPauseSteps), so that where drafting loses for
+// good its retries cost a few percent and less; better, and the pause starts short again. It prices nothing:
+// it only overrules the model, whose prices come from single passes and can be off (measured at 16 threads:
+// a plain step priced at 23 ms that took 10 kept drafting steps of 48 ms going).
+void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted) {
+  if (slots <= 0 || tokens <= 0 || seconds <= 0) return;
+  Outcome& o = outcome(slots);
+  if (!drafted) {
+    o.plain_seconds[static_cast<size_t>(o.plain_n++ % Outcome::kPlainSteps)] = seconds;
+    return;
+  }
+  if (restart_step_) return;
+  o.draft_tokens += static_cast<double>(tokens);
+  o.draft_seconds += seconds;
+  if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
+  double plain_seconds = 0;
+  const int64_t m = std::min(o.plain_n, Outcome::kPlainSteps);
+  for (int64_t i = 0; i < m; ++i) plain_seconds += o.plain_seconds[static_cast<size_t>(i)];
+  const double plain_rate = static_cast<double>(slots * m) / plain_seconds;
+  // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
+  // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
+  const double draft_rate = o.draft_tokens / o.draft_seconds;
+  if (o.draft_n < kOutcomeSteps && draft_rate >= (1 - kClearLoss) * plain_rate) return;
+  judge(o, draft_rate, plain_rate);
+  o.draft_tokens = o.draft_seconds = 0;
+  o.draft_n = 0;
+}
+
+void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
+  double best_rate = draft_rate;
+  if (opt_.choose_head) {
+    const size_t h = static_cast<size_t>(o.head), other = 1 - h;
+    o.head_rate[h] = draft_rate;
+    o.head_rated_at[h] = trunk_steps_;
+    o.head_good[h] = draft_rate >= (1 - kSmallLoss) * plain_rate;
+    if (other_head_stale(o)) {
+      o.head = static_cast<DraftHead>(other);  // its own try next, before any verdict on drafting
+      return;
+    }
+    // The other head was in use lately: what its last window delivered, or, if the model did not let it
+    // draft a window since, nothing (the model priced it below plain decoding).
+    const bool rated =
+        o.head_good[other] && o.head_rated_at[other] >= o.head_used_at[other] - kHeadRetrySteps;
+    const double other_rate = rated ? o.head_rate[other] : 0.0;
+    if (other_rate > draft_rate) {
+      o.head = static_cast<DraftHead>(other);
+      best_rate = other_rate;
+    }
+  }
+  if (best_rate < (1 - kSmallLoss) * plain_rate) {
+    o.backoff = o.backoff == 0 ? kPauseSteps : std::min(4 * o.backoff, kMaxPauseSteps);
+    o.paused_until = trunk_steps_ + o.backoff;
+  } else {
+    o.backoff = 0;
+  }
+}
+
+double DraftPolicy::trunk_line(bool verify, double rows) const {
+  const StepCostModel& own = verify ? verify_ : plain_;
+  const StepCostModel& other = verify ? plain_ : verify_;
+  if (own.sizes() >= 2 || (own.sizes() == 1 && other.sizes() < 2)) return own.predict(rows);
+  if (own.sizes() == 1) return own.predict_along(rows, other.slope());
+  return other.predict(rows);
+}
+
+void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds) {
+  ++trunk_steps_;
+  if (seconds <= 0 || prompt_rows > 0) return;  // prompt rows cost differently (no logits): not these lines
+  if (verify_rows > 0) {
+    // The sample of a draft length choose() ran to re-measure it replaces that size's stale samples; other
+    // verify samples join their size's median (a size coming back after a while pays one-time costs again).
+    const int64_t size = rows + verify_rows;
+    mark(verify_at_, size, trunk_steps_);
+    if (size == exploring_)
+      verify_.restart(size, seconds);
+    else
+      verify_.observe(size, seconds);
+    exploring_ = 0;
+    return;
+  }
+  // A plain sample after a long stretch without (choose() asks for one) replaces the old ones: they were
+  // taken at another speed of the machine and would outvote it in the median.
+  if (plain_age(rows) > kRefreshSteps)
+    plain_.restart(rows, seconds);
+  else
+    plain_.observe(rows, seconds);
+  mark(plain_at_, rows, trunk_steps_);
+}
+
+int64_t DraftPolicy::plain_age(int64_t rows) const {
+  return age_of(plain_at_, rows, trunk_steps_);
+}
+
+int64_t DraftPolicy::verify_age(int64_t rows) const {
+  return age_of(verify_at_, rows, trunk_steps_);
+}
+
+int64_t DraftPolicy::explore_age(int64_t rows) const {
+  return age_of(explored_at_, rows, trunk_steps_);
+}
+
+double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
+  double trunk = trunk_line(verify_rows > 0, static_cast<double>(rows + verify_rows));
+  // A verify size measured once or twice, the last time in one of the last kWarmupSteps steps, is priced no
+  // higher than as many plain rows: its first samples pay one-time costs, and priced by them it would not run
+  // again to correct them (measured: at c2 after c1, a first 4-row verify at 47 ms against a steady 27
+  // stopped drafting for the whole level, the line through it and the 2-row size pricing it). So drafting
+  // that has just started goes on until a median of the size's own samples prices it. Not a size last seen
+  // long ago (at another concurrency, say): that would start drafting, and pay the slots' backlogs, on a
+  // guess.
+  const int64_t size = rows + verify_rows;
+  if (verify_rows > 0 && verify_.measured(size) && !verify_.trusted(size) && verify_age(size) <= kWarmupSteps)
+    trunk = std::min(trunk, trunk_line(false, static_cast<double>(size)));
+  // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
+  // noisy data could say so at some sizes; drafting must not look free).
+  return verify_rows > 0 ? std::max(trunk, trunk_line(false, static_cast<double>(rows))) : trunk;
+}
+
+std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) {
+  const int64_t n = static_cast<int64_t>(slots.size());
+  const bool refresh = prompt_rows == 0 && plain_age(n) > kRefreshSteps;  // plan() re-prices plain decoding
+  std::vector<int32_t> k = plan(slots, prompt_rows);
+  // Where the model prices drafting with this head below plain decoding, the next step uses the other head
+  // if it went untried for long (or ever): a price never measured must not stay unmeasured because the
+  // measured one lost; or if its last window delivered, and the model has not declined it since.
+  if (opt_.choose_head && prompt_rows == 0 && !refresh && n > 0 && plain_.trusted(n) && !paused(n) &&
+      std::all_of(k.begin(), k.end(), [](int32_t x) { return x == 0; })) {
+    Outcome& o = outcome(n);
+    const size_t h = head_index(), other = 1 - h;
+    o.head_good[h] = false;
+    if (other_head_stale(o) || o.head_good[other]) o.head = static_cast<DraftHead>(other);
+  }
+  // A step in which a drafting slot first runs a backlog through the MTP block (the rows of a stretch without
+  // drafting, a new request's prompt) pays a one-time cost: the guard does not judge drafting by it (judged
+  // by the first steps after a pause, drafting would pause again, its backlog paid for nothing).
+  restart_step_ = false;
+  for (size_t r = 0; r < slots.size(); ++r)
+    restart_step_ = restart_step_ || (k[r] > 0 && slots[r].catch_up_rows > slots[r].n_max + 1);
+  return k;
+}
+
+std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_t prompt_rows) {
+  const size_t n = slots.size();
+  std::vector<int32_t> k(n, 0);
+  exploring_ = 0;
+  if (opt_.max_drafting_slots >= 0 && static_cast<int64_t>(n) > opt_.max_drafting_slots) return k;
+  if (opt_.kind == PolicyKind::kFixed) {
+    for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
+    return k;
+  }
+  // Auto. Plain decoding at this batch size first, until its own median prices it (a step without prompt
+  // rows, whose time then is the plain line's): a first step pays one-time costs (measured 2-3x), and priced
+  // by it alone plain decoding would look dear next to anything. Where drafting measurably loses, not at all.
+  if (prompt_rows == 0 && !plain_.trusted(static_cast<int64_t>(n))) return k;
+  if (paused(static_cast<int64_t>(n))) return k;
+  // Then, without measurements of drafting yet, draft (the first step measures the shapes).
+  if (!has_trunk_data() || !draft().has_data()) {
+    for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
+    return k;
+  }
+  // Expected accepted drafts of slot r drafting `len` tokens.
+  auto accepted = [&](size_t r, int32_t len) {
+    double a = 0;
+    for (int32_t i = 0; i < len; ++i) a += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
+    return a;
+  };
+  // verify_free: the verify rows priced at nothing (what the draft passes alone leave of drafting's gain).
+  auto step_time = [&](const std::vector<int32_t>& ks, bool verify_free = false) {
+    int64_t extra = 0;
+    int32_t kmax = 0;
+    for (int32_t x : ks) {
+      extra += x;
+      kmax = std::max(kmax, x);
+    }
+    double t = predict_trunk(static_cast<int64_t>(n), verify_free ? 0 : extra);
+    double backlog = 0;
+    for (int32_t i = 1; i <= kmax; ++i) {
+      double rows = 0;
+      for (size_t r = 0; r < n; ++r) {
+        if (ks[r] < i) continue;
+        // The first pass carries the slot's catch-up rows: in steady state the drafts it accepted last
+        // round. A longer backlog (the rows of a stretch without drafting) is paid once, whenever the slot
+        // drafts again, and then serves every later draft of the request: spread over kBacklogSteps (in
+        // full it would keep a slot from ever drafting again, its backlog growing every step it waits).
+        const double steady = std::min(static_cast<double>(slots[r].catch_up_rows), accepted(r, ks[r]));
+        rows += 1 + (i == 1 ? steady : 0);
+        if (i == 1) backlog += static_cast<double>(slots[r].catch_up_rows) - steady;
+      }
+      t += draft().predict(rows);
+    }
+    return t + draft().slope() * backlog / kBacklogSteps;
+  };
+  auto expected_tokens = [&](const std::vector<int32_t>& ks) {
+    double t = 0;
+    for (size_t r = 0; r < n; ++r) t += 1 + accepted(r, ks[r]);
+    return t;
+  };
+  auto verify_rows_of = [&](const std::vector<int32_t>& ks) {
+    int64_t rows = static_cast<int64_t>(n);
+    for (int32_t x : ks) rows += x;
+    return rows;
+  };
+  auto goodput = [&](const std::vector<int32_t>& ks) {
+    return expected_tokens(ks) / std::max(step_time(ks), 1e-9);
+  };
+  const double plain = goodput(k);
+  int32_t max_cap = 0;
+  for (const SlotDemand& d : slots) max_cap = std::max(max_cap, d.n_max);
+  double best = plain;
+  for (int32_t len = 1; len <= max_cap; ++len) {
+    std::vector<int32_t> u(n);
+    for (size_t r = 0; r < n; ++r) u[r] = slots[r].acceptance ? std::min(len, slots[r].n_max) : 0;
+    const double g = goodput(u);
+    if (g > best) {
+      best = g;
+      k = u;
+    }
+  }
+  for (;;) {
+    // The slot whose next draft position is the most likely to be accepted.
+    int64_t pick = -1;
+    double gain = 0;
+    for (size_t r = 0; r < n; ++r) {
+      if (k[r] >= slots[r].n_max || slots[r].acceptance == nullptr) continue;
+      const double g = slots[r].acceptance->p_reach(k[r]);
+      if (g > gain) {
+        gain = g;
+        pick = static_cast<int64_t>(r);
+      }
+    }
+    if (pick < 0) break;
+    ++k[static_cast<size_t>(pick)];
+    const double g = goodput(k);
+    if (g <= best) {
+      --k[static_cast<size_t>(pick)];
+      break;
+    }
+    best = g;
+  }
+  // The first verify steps pay one-time costs (measured: a first 4-row verify at 183 ms against a steady 40),
+  // and a verify price from them alone would stop drafting for good, no later verify step correcting it: once
+  // measured, keep drafting until verify steps were measured kTrustSamples times, so that a median prices
+  // them. Not where the draft passes alone cost more than drafting gains (verify rows free): those are
+  // measured already, and need no second look.
+  if (prompt_rows == 0 && verify_.samples() > 0 && verify_.samples() < kTrustSamples &&
+      plain_age(static_cast<int64_t>(n)) <= kRefreshSteps) {
+    std::vector<int32_t> full(n);
+    for (size_t r = 0; r < n; ++r) full[r] = slots[r].acceptance ? slots[r].n_max : 0;
+    if (expected_tokens(full) / std::max(step_time(full, true), 1e-9) > plain) return full;
+  }
+  if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
+  // While drafting, the plain price of this batch size is not measured, and the machine's speed drifts
+  // (shared cores: tens of percent over minutes); a plain estimate from a slow stretch would keep drafting
+  // in a batch where it loses (measured: -18% at c16). So after kRefreshSteps one plain step re-prices it,
+  // at a cost of about 1/kRefreshSteps of drafting's gain where drafting pays.
+  if (prompt_rows == 0 && plain_age(static_cast<int64_t>(n)) > kRefreshSteps)
+    std::fill(k.begin(), k.end(), 0);
+  // While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch
+  // would never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at
+  // k = 2, 15% below drafting 3). So a uniform length over the slots the plan drafts, whose verify size was
+  // measured before, is run once every kRefreshSteps trunk steps when it promises within kExploreMargin of
+  // the plan and no less than plain decoding; its sample replaces the size's stale ones. The attempt is what
+  // counts (a step may run fewer drafts: p_min, the cache). Only the drafting slots: a slot the plan keeps
+  // idle would first run its backlog through the MTP block.
+  const int64_t plan_rows = verify_rows_of(k);
+  if (prompt_rows == 0 && plan_rows > static_cast<int64_t>(n))
+    for (int32_t len = 1; len <= max_cap; ++len) {
+      std::vector<int32_t> u(n, 0);
+      for (size_t r = 0; r < n; ++r) u[r] = k[r] > 0 ? std::min(len, slots[r].n_max) : 0;
+      const int64_t rows = verify_rows_of(u);
+      if (rows == plan_rows || !verify_.measured(rows) || verify_age(rows) <= kRefreshSteps ||
+          explore_age(rows) <= kRefreshSteps)
+        continue;
+      const double g = goodput(u);
+      if (g < best * (1 - kExploreMargin) || g < plain) continue;
+      k = u;
+      exploring_ = rows;
+      mark(explored_at_, rows, trunk_steps_);
+      break;
+    }
+  return k;
+}
+
+}  // namespace mtp::speculative

@@ -1,0 +1,259 @@
+// The auto policy against a fake clock: an engine loop in miniature whose step costs are deterministic
+// functions of the batch (plain rows, verify rows, draft-pass rows) and whose acceptance is a seeded coin per
+// draft position, run side by side with plain decoding and with every fixed draft length. What auto must
+// keep: never much below plain decoding, and near the best fixed length where drafting pays; also when the
+// first step is slow, when a draft pass costs more than the verify rows save, and when costs change mid-run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "speculative/policy.h"
+
+namespace mtp::speculative {
+namespace {
+
+// Seconds of a trunk step of `rows` decode rows and `verify` draft rows, and of a draft pass of `rows` rows;
+// `step` is the step's index, so costs can change mid-run.
+struct Costs {
+  std::function<double(int64_t step, int64_t rows, int64_t verify)> trunk;
+  std::function<double(int64_t step, int64_t rows)> draft;
+  std::function<void()> reset = [] {};  // called before each run (costs with a memory of their own)
+  // Seconds a step with drafts costs beyond its passes, which the policy is not told of (rollback, state
+  // copies, sampling the extra rows): only the step's total shows it.
+  double unseen_per_drafting_step = 0;
+  // Requests of this many tokens (0: endless); each new one brings a prompt of `prompt_rows` rows the MTP
+  // block has not seen (its first draft pass runs them).
+  int64_t request_tokens = 0, prompt_rows = 0;
+  // A second head (the vocabulary subset): its draft pass and its conditional acceptance per position.
+  std::function<double(int64_t step, int64_t rows)> draft_subset = nullptr;
+  double accept_subset = 0;
+};
+
+struct Run {
+  double tokens = 0, seconds = 0;
+  int64_t drafting_steps = 0;
+  double rate() const { return tokens / seconds; }
+};
+
+// `fixed_k` < 0: the auto policy; otherwise every slot drafts fixed_k (0: plain decoding). Each of `slots`
+// requests generates without end; position i of a draft is accepted with probability `accept` given the
+// ones before it (`costs.accept_subset` with the subset head; the same coins for every run: the seed).
+// `head`: the head drafts use, or nullopt: the policy chooses where `costs` has a subset head.
+Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, int32_t fixed_k, int64_t steps,
+             int64_t from_step = 0, std::optional<DraftHead> head = std::nullopt) {
+  PolicyOptions o;
+  o.kind = fixed_k < 0 ? PolicyKind::kAuto : PolicyKind::kFixed;
+  o.head = head.value_or(DraftHead::kFull);
+  o.choose_head = !head && costs.draft_subset != nullptr;
+  DraftPolicy policy(o);
+  std::array<std::vector<AcceptanceTracker>, kDraftHeads> acc_by_head;
+  for (auto& a : acc_by_head) a.resize(static_cast<size_t>(slots));
+  std::vector<int64_t> pending(static_cast<size_t>(slots), costs.prompt_rows);  // the MTP block's catch-up
+  std::vector<int64_t> generated(static_cast<size_t>(slots), 0);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  Run r;
+  costs.reset();
+  for (int64_t step = 0; step < steps; ++step) {
+    const DraftHead h = policy.head(slots);
+    const bool subset = h == DraftHead::kSubset;
+    std::vector<AcceptanceTracker>& acc = acc_by_head[static_cast<size_t>(h)];
+    const double p_accept = subset ? costs.accept_subset : accept;
+    std::vector<SlotDemand> demand(static_cast<size_t>(slots));
+    for (size_t s = 0; s < demand.size(); ++s)
+      demand[s] = {fixed_k < 0 ? n_max : fixed_k, &acc[s], fixed_k == 0 ? 0 : pending[s]};
+    const std::vector<int32_t> k = policy.choose(demand);
+    int32_t k_max = 0;
+    int64_t verify = 0, tokens = 0;
+    for (int32_t x : k) {
+      k_max = std::max(k_max, x);
+      verify += x;
+    }
+    double seconds = 0;
+    for (int32_t i = 1; i <= k_max; ++i) {  // draft passes; the first carries the catch-up rows
+      int64_t rows = 0;
+      for (size_t s = 0; s < k.size(); ++s)
+        if (k[s] >= i) rows += 1 + (i == 1 ? pending[s] : 0);
+      const double t = subset ? costs.draft_subset(step, rows) : costs.draft(step, rows);
+      policy.observe_draft(rows, t);
+      seconds += t;
+    }
+    const double t = costs.trunk(step, slots, verify);
+    policy.observe_trunk(slots, verify, 0, t);
+    seconds += t + (verify > 0 ? costs.unseen_per_drafting_step : 0);
+    for (size_t s = 0; s < k.size(); ++s) {
+      int64_t accepted = 0;
+      while (accepted < k[s] && coin(rng) < p_accept) ++accepted;
+      if (k[s] > 0) {
+        acc[s].observe(k[s], accepted);
+        policy.observe_round(k[s], accepted);
+        pending[s] = accepted;  // the rows the MTP block has not seen: the accepted drafts' successors
+      } else {
+        acc[s].idle_step(policy.acceptance(h));
+        ++pending[s];
+      }
+      tokens += 1 + accepted;
+      generated[s] += 1 + accepted;
+      if (costs.request_tokens > 0 && generated[s] >= costs.request_tokens) {  // the next request
+        generated[s] = 0;
+        pending[s] = costs.prompt_rows;
+        for (int x = 0; x < kDraftHeads; ++x)
+          acc_by_head[static_cast<size_t>(x)][s] = policy.acceptance(static_cast<DraftHead>(x));
+      }
+    }
+    if (verify == 0) policy.idle_step();
+    policy.observe_step(slots, tokens, seconds, verify > 0);
+    if (step >= from_step) {
+      r.tokens += static_cast<double>(tokens);
+      r.seconds += seconds;
+      r.drafting_steps += verify > 0;
+    }
+  }
+  return r;
+}
+
+struct Verdict {
+  double vs_off = 0, vs_best_fixed = 0;
+};
+
+Verdict judge(const char* name, const Costs& costs, int64_t slots, int32_t n_max, double accept,
+              int64_t steps, int64_t from_step = 0) {
+  const double off = simulate(costs, slots, n_max, accept, 0, steps, from_step).rate();
+  double best = off;
+  for (int32_t k = 1; k <= n_max; ++k) {
+    best = std::max(best, simulate(costs, slots, n_max, accept, k, steps, from_step).rate());
+    if (costs.draft_subset)
+      best = std::max(best,
+                      simulate(costs, slots, n_max, accept, k, steps, from_step, DraftHead::kSubset).rate());
+  }
+  const double a = simulate(costs, slots, n_max, accept, -1, steps, from_step).rate();
+  std::printf(
+      "[%s] c%lld: off %.1f, best fixed %.1f, auto %.1f tok/s (%.3fx off, %.3fx best), %lld drafting steps\n",
+      name, static_cast<long long>(slots), off, best, a, a / off, a / best,
+      (long long)simulate(costs, slots, n_max, accept, -1, steps, from_step).drafting_steps);
+  return {a / off, a / best};
+}
+
+// Memory-bound steps: a fixed part and a small cost per row; verify rows cost a little more than decode rows.
+double memory_bound(int64_t rows, int64_t verify) {
+  return 0.010 + 0.0008 * static_cast<double>(rows) + 0.0012 * static_cast<double>(verify);
+}
+
+TEST(PolicySim, DraftsWhereItPaysAndNotWhereItLoses) {
+  const Costs cheap_draft{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+                          [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); }};
+  for (int64_t c : {1, 4}) {
+    const Verdict v = judge("cheap draft", cheap_draft, c, 3, 0.85, 400);
+    EXPECT_GE(v.vs_off, 1.15) << "c" << c;
+    EXPECT_GE(v.vs_best_fixed, 0.95) << "c" << c;
+  }
+  // A cheap verify with an expensive draft pass (the full vocabulary head on many threads: a draft pass
+  // costs more than a whole plain step): drafting loses at any length.
+  const Costs dear_draft{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+                         [](int64_t, int64_t rows) { return 0.014 + 0.0004 * static_cast<double>(rows); }};
+  for (int64_t c : {1, 4, 16}) EXPECT_GE(judge("dear draft", dear_draft, c, 3, 0.95, 400).vs_off, 0.98);
+}
+
+// The first step of each shape pays one-time costs (3x): priced by it, plain decoding looks dear and drafting
+// cheap, or the other way round.
+TEST(PolicySim, ASlowFirstStepDoesNotDecide) {
+  auto first_slow = [](double t, bool first) { return first ? 3 * t : t; };
+  std::vector<bool> seen_plain(64, false), seen_verify(256, false);
+  const Costs slow_plain{[&](int64_t, int64_t r, int64_t v) {
+                           std::vector<bool>& seen = v > 0 ? seen_verify : seen_plain;
+                           const bool first = !seen[static_cast<size_t>(r + v)];
+                           seen[static_cast<size_t>(r + v)] = true;
+                           return first_slow(memory_bound(r, v), first);
+                         },
+                         [](int64_t, int64_t rows) { return 0.014 + 0.0004 * static_cast<double>(rows); },
+                         [&] {
+                           std::fill(seen_plain.begin(), seen_plain.end(), false);
+                           std::fill(seen_verify.begin(), seen_verify.end(), false);
+                         }};
+  for (int64_t c : {1, 4}) {
+    EXPECT_GE(judge("slow first step, dear draft", slow_plain, c, 3, 0.95, 400).vs_off, 0.98) << "c" << c;
+  }
+}
+
+// Drafting pays for the first 200 steps, then the draft pass becomes 13x dearer (another process takes the
+// cores, a longer context): auto comes back to plain decoding within a few steps (the draft passes' median
+// moves after 3 samples) and stays there, its retries costing under 2%.
+TEST(PolicySim, CostsThatChangeMidRun) {
+  const Costs change{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+                     [](int64_t step, int64_t rows) {
+                       return step < 200 ? 0.0015 + 0.0002 * static_cast<double>(rows)
+                                         : 0.020 + 0.0004 * static_cast<double>(rows);
+                     }};
+  for (int64_t c : {1, 4}) {
+    const Verdict first = judge("changes at 200 (steps 0-199)", change, c, 3, 0.9, 200);
+    EXPECT_GE(first.vs_off, 1.2) << "c" << c;
+    EXPECT_LE(simulate(change, c, 3, 0.9, -1, 210, 200).drafting_steps, 4) << "c" << c;
+    EXPECT_GE(judge("changes at 200 (steps 210-799)", change, c, 3, 0.9, 800, 210).vs_off, 0.98) << "c" << c;
+  }
+}
+
+// Requests of 64 tokens, each with a 256-row prompt its slot's first draft pass runs through the MTP block
+// (the step after it pays 50 ms more): the guard does not judge drafting by those steps.
+TEST(PolicySim, NewRequestsBacklogsDoNotStopDrafting) {
+  Costs requests{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+                 [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); }};
+  requests.request_tokens = 64;
+  requests.prompt_rows = 256;
+  const Verdict alone = judge("new requests", requests, 1, 3, 0.85, 600);
+  EXPECT_GE(alone.vs_off, 1.1);
+  EXPECT_GE(alone.vs_best_fixed, 0.95);
+  // Four slots' backlogs: no fixed length beats plain decoding here.
+  EXPECT_GE(judge("new requests", requests, 4, 3, 0.85, 600).vs_off, 0.98);
+}
+
+// Drafting that the passes' prices say pays, but whose steps cost more than their passes (the model cannot
+// see it): what the steps deliver stops it, and retries grow rarer.
+TEST(PolicySim, ALossTheModelCannotSeeStopsDrafting) {
+  Costs unseen{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+               [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); }};
+  unseen.unseen_per_drafting_step = 0.030;
+  // A bounded number of losing steps: the first probes, then one window after each pause (64, 256, 1024
+  // steps).
+  for (int64_t c : {1, 4}) {
+    EXPECT_LE(simulate(unseen, c, 3, 0.85, -1, 2000).drafting_steps, 16) << "c" << c;
+    EXPECT_GE(judge("unseen cost", unseen, c, 3, 0.85, 2000).vs_off, 0.98) << "c" << c;
+  }
+}
+
+// Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
+// near the best fixed length with the best head, and never much below plain decoding when neither pays.
+TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {
+  auto trunk = [](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); };
+  auto dear = [](int64_t, int64_t rows) { return 0.014 + 0.0004 * static_cast<double>(rows); };
+  auto cheap = [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); };
+  // The full head as dear as a plain step (35B-A3B widths on many threads), the subset's passes cheap.
+  Costs subset_pays{trunk, dear};
+  subset_pays.draft_subset = cheap;
+  subset_pays.accept_subset = 0.85;
+  // Both heads cheap, the subset missing half the tokens the full head gets right.
+  Costs full_pays{trunk, cheap};
+  full_pays.draft_subset = [](int64_t, int64_t rows) { return 0.0010 + 0.0002 * static_cast<double>(rows); };
+  full_pays.accept_subset = 0.45;
+  // Neither: the full head dear, the subset nearly always wrong.
+  Costs neither{trunk, dear};
+  neither.draft_subset = cheap;
+  neither.accept_subset = 0.15;
+  for (int64_t c : {1, 4}) {
+    const Verdict sp = judge("full head dear, subset pays", subset_pays, c, 3, 0.95, 600);
+    EXPECT_GE(sp.vs_off, 1.15) << "c" << c;
+    EXPECT_GE(sp.vs_best_fixed, 0.95) << "c" << c;
+    const Verdict fp = judge("full head pays, subset poor", full_pays, c, 3, 0.9, 600);
+    EXPECT_GE(fp.vs_off, 1.15) << "c" << c;
+    EXPECT_GE(fp.vs_best_fixed, 0.95) << "c" << c;
+    EXPECT_GE(judge("neither head pays", neither, c, 3, 0.95, 2000).vs_off, 0.97) << "c" << c;
+  }
+}
+
+}  // namespace
+}  // namespace mtp::speculative
