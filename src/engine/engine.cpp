@@ -209,7 +209,7 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   s.seq = seq;
   s.prompt = std::move(prompt);
   s.opt = options;
-  s.draft = draft;
+  s.spec.params = draft;
   s.sampler = Sampler(options.sampling);
   if (Status g = m.start_grammar(s); !g.ok()) {
     m.memory.seq_free(seq);
@@ -218,11 +218,11 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
   }
   // What recent requests saw, until this one has rounds of its own.
   for (int h = 0; h < speculative::kDraftHeads; ++h)
-    s.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<speculative::DraftHead>(h));
+    s.spec.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<speculative::DraftHead>(h));
   s.timings.n_prompt = static_cast<int64_t>(s.prompt.size());
   if (m.drafter) m.drafter->begin(seq, draft.n_max > 0);
-  s.caching = m.cache != nullptr && options.cache_prompt;
-  if (s.caching) {
+  s.prefix.enabled = m.cache != nullptr && options.cache_prompt;
+  if (s.prefix.enabled) {
     m.restore_prefix(s);
     m.plan_checkpoints(s);
   }
@@ -249,229 +249,6 @@ Status Engine::step(std::vector<SlotEvent>& events, StepInfo* info) {
   inf.seconds = timer.seconds();
   ++m.totals.steps;
   return s;
-}
-
-Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
-  // 0. Prompts the prefix cache restored whole: their first token from the checkpoint's hidden.
-  for (Slot& s : slots) {
-    if (s.state != SlotState::kPrompt || s.prompt_done != static_cast<int64_t>(s.prompt.size())) continue;
-    MTP_RETURN_IF_ERROR(forward_logits(model, s.last_hidden, memory, head_out, pool));
-    start_generating(s, head_out.logits_of(0).first(static_cast<size_t>(n_sample)), events);
-  }
-
-  // 1. Draft lengths for the generating slots, then the drafts.
-  Timer step_timer;  // the whole step: drafts, trunk, acceptance and the drafter's catch-up (observe_step)
-  std::vector<Slot*> gen;
-  int64_t prompt_left = 0;
-  for (Slot& s : slots) {
-    s.drafted.clear();
-    if (s.state == SlotState::kGenerate) gen.push_back(&s);
-    if (s.state == SlotState::kPrompt) prompt_left += static_cast<int64_t>(s.prompt.size()) - s.prompt_done;
-  }
-  const int64_t budget = opt.n_batch;
-  if (drafter && !gen.empty()) {
-    info.head = policy.head(static_cast<int64_t>(gen.size()));
-    const size_t head = static_cast<size_t>(info.head);
-    std::vector<speculative::SlotDemand> demand(gen.size());
-    for (size_t i = 0; i < gen.size(); ++i) {
-      Slot& s = *gen[i];
-      int64_t cap = s.draft.n_max;
-      // No point drafting past max_tokens or the context.
-      if (s.opt.max_tokens >= 0) cap = std::min(cap, s.opt.max_tokens - s.timings.n_generated - 1);
-      cap = std::min(cap, opt.n_ctx - memory.seq_pos(s.seq) - 1);
-      demand[i].n_max = static_cast<int32_t>(std::max<int64_t>(0, cap));
-      demand[i].acceptance = &s.acceptance[head];
-      demand[i].catch_up_rows = drafter->pending_rows(s.seq);
-    }
-    const int64_t prompt_rows =
-        std::min(prompt_left, std::max<int64_t>(0, budget - static_cast<int64_t>(gen.size())));
-    const std::vector<int32_t> k = policy.choose(demand, prompt_rows);
-    std::vector<speculative::DraftTask> tasks;
-    std::vector<Slot*> task_slot;
-    int32_t k_max = 0;
-    for (size_t i = 0; i < gen.size(); ++i) {
-      if (k[i] <= 0) {
-        gen[i]->acceptance[head].idle_step(policy.acceptance(info.head));
-        continue;
-      }
-      speculative::DraftTask t;
-      t.seq = gen[i]->seq;
-      t.last_token = gen[i]->last;
-      t.pos = memory.seq_pos(gen[i]->seq);
-      t.params = gen[i]->draft;
-      t.params.n_max = k[i];
-      t.params.n_min = std::min(t.params.n_min, k[i]);
-      // The policy's head, unless the request asked for the full one (its draft_vocab 0).
-      t.params.subset = t.params.subset && info.head == speculative::DraftHead::kSubset;
-      tasks.push_back(std::move(t));
-      task_slot.push_back(gen[i]);
-      k_max = std::max(k_max, k[i]);
-    }
-    if (tasks.empty()) policy.idle_step();
-    if (!tasks.empty()) {
-      Timer dt;
-      MTP_RETURN_IF_ERROR(drafter->draft(tasks));
-      info.draft_seconds = dt.seconds();
-      const std::span<const speculative::DraftPass> passes = drafter->last_passes();
-      for (const speculative::DraftPass& p : passes) policy.observe_draft(p.rows, p.seconds);
-      if (passes.empty())  // a drafter without passes of its own: spread its time evenly
-        policy.observe_draft(static_cast<int64_t>(tasks.size()), info.draft_seconds / std::max(k_max, 1));
-      info.drafting = static_cast<int32_t>(tasks.size());
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        task_slot[i]->drafted = std::move(tasks[i].draft);
-        trim_draft_to_grammar(*task_slot[i]);
-      }
-    }
-  }
-
-  // 2. One trunk batch: decode/verify rows first, then prompt chunks in slot order.
-  batch.clear();
-  for (Slot* sp : gen) {
-    Slot& s = *sp;
-    const int64_t pos = memory.seq_pos(s.seq);
-    while (!s.drafted.empty() &&
-           !memory.ensure_positions(s.seq, pos + 1 + static_cast<int64_t>(s.drafted.size())))
-      s.drafted.pop_back();
-    if (!memory.ensure_positions(s.seq, pos + 1)) {
-      events.push_back(finish(s, FinishReason::kLength));
-      continue;
-    }
-    s.row0 = batch.size();
-    s.n_rows = 1 + static_cast<int64_t>(s.drafted.size());
-    batch.add(s.seq, pos, s.last, true);
-    for (size_t i = 0; i < s.drafted.size(); ++i)
-      batch.add(s.seq, pos + 1 + static_cast<int64_t>(i), s.drafted[i], true);
-  }
-  for (Slot& s : slots) {
-    if (s.state != SlotState::kPrompt) continue;
-    s.n_rows = 0;
-    const int64_t room = budget - batch.size();
-    if (room <= 0) continue;
-    const int64_t n = std::min(room, static_cast<int64_t>(s.prompt.size()) - s.prompt_done);
-    if (!memory.ensure_positions(s.seq, s.prompt_done + n)) {
-      // The shared pool is full: wait for other slots to finish, unless nothing else runs.
-      continue;
-    }
-    s.row0 = batch.size();
-    s.n_rows = n;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = s.prompt_done + i;
-      batch.add(s.seq, p, s.prompt[static_cast<size_t>(p)], p + 1 == static_cast<int64_t>(s.prompt.size()));
-    }
-    if (s.caching) capture_checkpoints(s);
-    info.prompt_rows += n;
-  }
-  if (batch.size() == 0) {
-    // Only prompts that cannot get KV blocks: fail the one that waited longest rather than hang.
-    for (Slot& s : slots)
-      if (s.state == SlotState::kPrompt) {
-        events.push_back(finish(s, FinishReason::kError, "the KV cache is full"));
-        return Status::Ok();
-      }
-    return Status::Ok();
-  }
-
-  Timer ft;
-  MTP_RETURN_IF_ERROR(forward(model, batch, memory, out, pool));
-  int64_t verify_rows = 0;
-  for (Slot* sp : gen)
-    if (sp->state == SlotState::kGenerate) verify_rows += static_cast<int64_t>(sp->drafted.size());
-  policy.observe_trunk(batch.size() - info.prompt_rows - verify_rows, verify_rows, info.prompt_rows,
-                       ft.seconds());
-  info.trunk_rows = batch.size();
-  const int64_t ne = model.config().n_embd;
-  auto hidden_rows = [&](int64_t row0, int64_t n) {
-    return std::span<const float>(out.hidden.data() + row0 * ne, static_cast<size_t>(n * ne));
-  };
-
-  // 3. Acceptance, rollback, drafter catch-up, events.
-  for (Slot* sp : gen) {
-    Slot& s = *sp;
-    if (s.state != SlotState::kGenerate) continue;  // finished above
-    ++info.generating;
-    SlotEvent ev;
-    ev.request_id = s.id;
-    ev.slot = static_cast<int32_t>(&s - slots.data());
-    const int64_t pos0 = memory.seq_pos(s.seq) - s.n_rows;
-    const int64_t n_draft = s.n_rows - 1;
-    int64_t used = 0;  // rows whose sampled token was emitted (row i's token follows row i)
-    bool alive = true;
-    int32_t y = 0;
-    std::string grammar_error;
-    while (used < s.n_rows) {
-      const std::span<const float> logits = out.logits_of(s.row0 + used).first(static_cast<size_t>(n_sample));
-      Expected<int32_t> drawn = sample_token(s, logits);
-      if (!drawn) {
-        grammar_error = drawn.status().message();
-        break;
-      }
-      y = *drawn;
-      ++used;
-      alive = emit(s, y, logits, ev);
-      if (!alive) break;
-      if (used > n_draft || y != s.drafted[static_cast<size_t>(used - 1)]) break;
-    }
-    if (!grammar_error.empty()) {  // the slot's memory goes with it, so nothing to roll back
-      SlotEvent fin = finish(s, FinishReason::kError, std::move(grammar_error));
-      fin.tokens = std::move(ev.tokens);
-      events.push_back(std::move(fin));
-      continue;
-    }
-    const int64_t accepted = std::min(used - 1, n_draft);
-    if (n_draft > 0) mark_sources(ev.tokens, accepted, n_draft);
-    if (n_draft > 0) {
-      s.timings.spec.add_round(n_draft, accepted);
-      s.acceptance[static_cast<size_t>(info.head)].observe(n_draft, accepted);
-      totals.by_head[static_cast<size_t>(info.head)].add_round(n_draft, accepted);
-      policy.observe_round(n_draft, accepted);
-      info.drafted += n_draft;
-      info.accepted += accepted;
-    }
-    // Keep rows 0..accepted: [last, d1..d_accepted]; the last sampled token y is the new `last`. A request
-    // that ends here keeps them too: its committed state may go into the prefix cache.
-    const int64_t next_pos = pos0 + accepted + 1;
-    const bool ending = !alive || next_pos >= opt.n_ctx;
-    MTP_RETURN_IF_ERROR(memory.rollback(s.seq, accepted + 1));
-    if (s.caching) {
-      const auto h = hidden_rows(s.row0 + accepted, 1);
-      s.last_hidden.assign(h.begin(), h.end());
-    }
-    if (drafter && (!ending || s.caching)) {
-      std::vector<int32_t> kept{s.last};
-      kept.insert(kept.end(), s.drafted.begin(), s.drafted.begin() + accepted);
-      MTP_RETURN_IF_ERROR(drafter->observe(s.seq, pos0, kept, hidden_rows(s.row0, accepted + 1)));
-    }
-    if (report(s, ev, alive, next_pos, events)) continue;
-    s.last = y;
-    events.push_back(std::move(ev));
-  }
-  // What the step delivered, whatever the policy's model predicted (its guard against drafting that loses).
-  if (drafter && info.prompt_rows == 0 && !gen.empty())
-    policy.observe_step(static_cast<int64_t>(gen.size()), info.generating + info.accepted,
-                        step_timer.seconds(), info.drafting > 0);
-  for (Slot& s : slots) {
-    if (s.state != SlotState::kPrompt || s.n_rows == 0) continue;
-    const int64_t pos0 = s.prompt_done;
-    if (drafter)
-      MTP_RETURN_IF_ERROR(drafter->observe(s.seq, pos0,
-                                           std::span<const int32_t>(s.prompt).subspan(
-                                               static_cast<size_t>(pos0), static_cast<size_t>(s.n_rows)),
-                                           hidden_rows(s.row0, s.n_rows)));
-    s.prompt_done += s.n_rows;
-    totals.prompt_tokens += static_cast<uint64_t>(s.n_rows);
-    if (s.caching) {
-      const auto h = hidden_rows(s.row0 + s.n_rows - 1, 1);
-      s.last_hidden.assign(h.begin(), h.end());
-      for (const auto& [index, row] : s.captured) {
-        const auto hc = hidden_rows(row, 1);
-        s.checkpoints[index].hidden.assign(hc.begin(), hc.end());
-      }
-      s.captured.clear();
-    }
-    if (s.prompt_done < static_cast<int64_t>(s.prompt.size())) continue;
-    start_generating(s, out.logits_of(s.row0 + s.n_rows - 1).first(static_cast<size_t>(n_sample)), events);
-  }
-  return Status::Ok();
 }
 
 bool Engine::idle() const {

@@ -39,63 +39,64 @@ Status Engine::Impl::start_grammar(Slot& s) {
     token_trie.emplace(token_bytes);
   }
   MTP_ASSIGN_OR_RETURN(grammar::Matcher matcher, grammar::Matcher::create(s.opt.grammar));
-  s.grammar_state = matcher.start();
-  s.matcher.emplace(std::move(matcher));
+  s.grammar.state = matcher.start();
+  s.grammar.matcher.emplace(std::move(matcher));
   return Status::Ok();
 }
 
 Expected<int32_t> Engine::Impl::sample_token(Slot& s, std::span<const float> logits) {
-  if (!s.matcher) return s.sampler.sample(logits, s.generated);
-  MTP_RETURN_IF_ERROR(grammar::fill_token_mask(*s.matcher, s.grammar_state, *token_trie, s.mask));
+  if (!s.grammar.matcher) return s.sampler.sample(logits, s.generated);
+  MTP_RETURN_IF_ERROR(
+      grammar::fill_token_mask(*s.grammar.matcher, s.grammar.state, *token_trie, s.grammar.mask));
   // End tokens end the output only where the grammar may end; with ignore_eos they would be text, which no
   // grammar rule holds.
-  const bool may_end = s.matcher->is_complete(s.grammar_state) && !s.opt.ignore_eos;
+  const bool may_end = s.grammar.matcher->is_complete(s.grammar.state) && !s.opt.ignore_eos;
   for (int32_t id : opt.end_tokens)
-    if (id >= 0 && id < n_sample) s.mask[static_cast<size_t>(id)] = may_end;
-  s.masked.assign(logits.begin(), logits.end());
+    if (id >= 0 && id < n_sample) s.grammar.mask[static_cast<size_t>(id)] = may_end;
+  s.grammar.masked.assign(logits.begin(), logits.end());
   bool any = false;
-  for (size_t id = 0; id < s.masked.size(); ++id) {
-    if (!s.mask[id]) s.masked[id] = -std::numeric_limits<float>::infinity();
-    any = any || s.mask[id];
+  for (size_t id = 0; id < s.grammar.masked.size(); ++id) {
+    if (!s.grammar.mask[id]) s.grammar.masked[id] = -std::numeric_limits<float>::infinity();
+    any = any || s.grammar.mask[id];
   }
   if (!any) return invalid_argument("the grammar allows no token of this vocabulary here");
-  const int32_t id = s.sampler.sample(s.masked, s.generated);
+  const int32_t id = s.sampler.sample(s.grammar.masked, s.generated);
   // A sampler may still land on a refused token when every allowed one is cut (a logit_bias of -infinity).
-  if (!s.mask[static_cast<size_t>(id)])
+  if (!s.grammar.mask[static_cast<size_t>(id)])
     return invalid_argument("every token the grammar allows here is excluded by logit_bias");
   return id;
 }
 
 void Engine::Impl::advance_grammar(Slot& s, int32_t id) {
-  if (!s.matcher) return;
-  auto next = s.matcher->advance(s.grammar_state, token_bytes[static_cast<size_t>(id)]);
+  if (!s.grammar.matcher) return;
+  auto next = s.grammar.matcher->advance(s.grammar.state, token_bytes[static_cast<size_t>(id)]);
   // The mask was computed from this state with this matcher, so the step is cached and allowed.
   MTP_CHECK(next.ok() && *next != grammar::Matcher::kReject, "token ", id,
             " was sampled against the grammar");
-  s.grammar_state = *next;
+  s.grammar.state = *next;
 }
 
 void Engine::Impl::trim_draft_to_grammar(Slot& s) {
-  if (!s.matcher) return;
-  grammar::Matcher::StateId state = s.grammar_state;
+  if (!s.grammar.matcher) return;
+  grammar::Matcher::StateId state = s.grammar.state;
   size_t keep = 0;
-  for (; keep < s.drafted.size(); ++keep) {
-    const int32_t id = s.drafted[keep];
+  for (; keep < s.step.drafted.size(); ++keep) {
+    const int32_t id = s.step.drafted[keep];
     if (id < 0 || static_cast<size_t>(id) >= token_bytes.size()) break;
     if (is_end(id, s)) {  // the end of the output: allowed where the grammar may end, and nothing after it
-      keep += s.matcher->is_complete(state) ? 1 : 0;
+      keep += s.grammar.matcher->is_complete(state) ? 1 : 0;
       break;
     }
     const std::string& bytes = token_bytes[static_cast<size_t>(id)];
-    auto next = s.matcher->advance(state, bytes);  // an error here comes back when the row is sampled
+    auto next = s.grammar.matcher->advance(state, bytes);  // an error here comes back when the row is sampled
     if (bytes.empty() || !next.ok() || *next == grammar::Matcher::kReject) break;
     state = *next;
   }
-  s.drafted.resize(keep);
+  s.step.drafted.resize(keep);
 }
 
 bool Engine::Impl::grammar_finished(const Slot& s) const {
-  return s.matcher && !s.matcher->can_continue(s.grammar_state);
+  return s.grammar.matcher && !s.grammar.matcher->can_continue(s.grammar.state);
 }
 
 }  // namespace mtp

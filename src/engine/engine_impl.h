@@ -1,6 +1,7 @@
 // The engine's private parts shared by engine.cpp and engine_cache.cpp: a slot's state and Engine::Impl.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,6 +17,40 @@ namespace mtp {
 
 enum class SlotState { kFree, kPrompt, kGenerate };
 
+// A slot's state, grouped by concern: the request (top level), its speculation, its prefix-cache bookkeeping,
+// its grammar, and the rows it holds in this step's batch.
+struct SlotSpeculation {
+  speculative::DraftParams params;  // effective; n_max == 0: never drafts
+  std::array<speculative::AcceptanceTracker, speculative::kDraftHeads> acceptance;  // per DraftHead
+};
+
+// The prefix cache (when `enabled`): the cached prefix it started from, the post-norm hidden of the history's
+// last token in the trunk, the prompt positions still to checkpoint and the checkpoints taken (published when
+// the request ends).
+struct SlotPrefix {
+  bool enabled = false;
+  int64_t restored = 0;
+  std::vector<float> last_hidden;
+  std::vector<std::pair<int64_t, CheckpointKind>> plan;
+  std::vector<Checkpoint> checkpoints;
+  std::vector<std::pair<size_t, int64_t>> captured;  // this step: (checkpoint, batch row) for hiddens
+};
+
+// Structured output (RequestOptions::grammar): the matcher and its state after the emitted tokens (a rejected
+// draft never advances it, so rollback needs nothing), and the step's mask and masked logits.
+struct SlotGrammar {
+  std::optional<grammar::Matcher> matcher;
+  grammar::Matcher::StateId state = 0;
+  std::vector<uint8_t> mask;
+  std::vector<float> masked;
+};
+
+// This step: the slot's draft, and its rows row0..row0+n_rows-1 in the trunk batch.
+struct SlotStep {
+  std::vector<int32_t> drafted;
+  int64_t row0 = 0, n_rows = 0;
+};
+
 struct Slot {
   SlotState state = SlotState::kFree;
   uint64_t id = 0;
@@ -23,34 +58,16 @@ struct Slot {
   std::vector<int32_t> prompt;
   int64_t prompt_done = 0;  // prompt tokens already in the trunk
   RequestOptions opt;
-  speculative::DraftParams draft;  // effective; n_max == 0: never drafts
   Sampler sampler{SamplerOptions{}};
   int32_t last = 0;  // the last sampled token; at position seq_pos, not yet in the trunk
   Timer since_submit;
   Timer since_first;
   RequestTimings timings;
-  std::array<speculative::AcceptanceTracker, speculative::kDraftHeads>
-      acceptance;                  // per draft head (DraftHead)
   std::vector<int32_t> generated;  // emitted tokens: the history's positions prompt.size() + i
-  // The prefix cache (when `caching`): the cached prefix it started from, the post-norm hidden of the
-  // history's last token in the trunk, the prompt positions still to checkpoint and the checkpoints taken
-  // (published when the request ends).
-  bool caching = false;
-  int64_t restored = 0;
-  std::vector<float> last_hidden;
-  std::vector<std::pair<int64_t, CheckpointKind>> plan;
-  std::vector<Checkpoint> checkpoints;
-  std::vector<std::pair<size_t, int64_t>>
-      captured;  // this step: (checkpoint, batch row) to take hiddens from
-  // Structured output (RequestOptions::grammar): the matcher and its state after the emitted tokens (a
-  // rejected draft never advances it, so rollback needs nothing), and the step's mask and masked logits.
-  std::optional<grammar::Matcher> matcher;
-  grammar::Matcher::StateId grammar_state = 0;
-  std::vector<uint8_t> mask;
-  std::vector<float> masked;
-  // This step:
-  std::vector<int32_t> drafted;
-  int64_t row0 = 0, n_rows = 0;
+  SlotSpeculation spec;
+  SlotPrefix prefix;
+  SlotGrammar grammar;
+  SlotStep step;
 };
 
 // log-softmax of `logits` at `id` and, when asked, the n most likely ids (ties by lower id).
@@ -99,7 +116,7 @@ struct Engine::Impl {
     if (s.state == SlotState::kPrompt) s.timings.prompt_ms = s.since_submit.millis();
     e.timings = s.timings;
     totals.spec.merge(s.timings.spec);
-    if (s.caching && reason != FinishReason::kError) publish(s);
+    if (s.prefix.enabled && reason != FinishReason::kError) publish(s);
     memory.seq_free(s.seq);
     if (cache) cache->trim();  // blocks it shared with this sequence are the cache's alone now
     s = Slot{};
@@ -184,12 +201,23 @@ struct Engine::Impl {
   // Prefix cache (engine_cache.cpp).
   void restore_prefix(Slot& s);
   void plan_checkpoints(Slot& s);
-  // The planned checkpoints inside the slot's prompt chunk of this step (its rows s.row0..): each captures
-  // the state after its row as the forward pass computes it.
+  // The planned checkpoints inside the slot's prompt chunk of this step (its rows s.step.row0..): each
+  // captures the state after its row as the forward pass computes it.
   void capture_checkpoints(Slot& s);
   void publish(Slot& s);
 
+  // One step (engine_step.cpp): run_step calls the phases below in this order.
   Status run_step(std::vector<SlotEvent>& events, StepInfo& info);
+  Status start_restored_prompts(std::vector<SlotEvent>& events);
+  std::vector<int32_t> choose_draft_lengths(std::span<Slot* const> gen, int64_t prompt_left, StepInfo& info);
+  Status draft(std::span<Slot* const> gen, std::span<const int32_t> k, StepInfo& info);
+  // False when no row could be placed (then a waiting prompt was failed, or nothing runs).
+  bool build_batch(std::span<Slot* const> gen, std::vector<SlotEvent>& events, StepInfo& info);
+  Status run_trunk(std::span<Slot* const> gen, StepInfo& info);
+  Status accept_and_roll_back(Slot& s, std::vector<SlotEvent>& events, StepInfo& info);
+  Status advance_prompts(std::vector<SlotEvent>& events);
+  // Rows row0..row0+n-1 of the last trunk pass's post-norm hiddens, [n, n_embd].
+  std::span<const float> hidden_rows(int64_t row0, int64_t n) const;
 };
 
 }  // namespace mtp
