@@ -17,6 +17,25 @@ constexpr double kTipWeight = 4.0;
 
 }  // namespace
 
+Expected<uint64_t> prefix_cache_budget(std::optional<int64_t> mib, uint64_t physical, uint64_t available) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  if (!mib) {
+    uint64_t budget = 8192 * kMiB;
+    if (physical > 0) budget = std::min(budget, physical / 4 / kMiB * kMiB);
+    if (available > 0) budget = std::min(budget, available / 2 / kMiB * kMiB);
+    return budget;
+  }
+  if (*mib == -1) return physical / 2 / kMiB * kMiB;
+  if (*mib < 0 || *mib > (int64_t{1} << 30))
+    return invalid_argument("--cache-ram must be MiB >= 0 (0: no prefix cache) or -1 (half of memory), got ",
+                            *mib);
+  const uint64_t bytes = static_cast<uint64_t>(*mib) * kMiB;
+  if (physical > 0 && bytes > physical)
+    return invalid_argument("--cache-ram ", *mib, " MiB exceeds this machine's memory (", physical / kMiB,
+                            " MiB)");
+  return bytes;  // explicit: no quarter-memory cap
+}
+
 const char* checkpoint_kind_name(CheckpointKind kind) {
   switch (kind) {
     case CheckpointKind::kInterval:

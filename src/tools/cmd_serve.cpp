@@ -24,8 +24,10 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "engine/engine.h"
+#include "engine/prefix_cache.h"
 #include "kernels/isa.h"
 #include "model/model.h"
+#include "server/props.h"
 #include "server/server.h"
 #include "speculative_args.h"
 #include "tokenizer/tokenizer.h"
@@ -159,22 +161,7 @@ Status validate(ServeArgs& a) {
   if (a.max_body < 1024) return invalid_argument("--max-body must be >= 1024 bytes");
   if (!(a.shutdown_timeout >= 0 && a.shutdown_timeout <= 86400))
     return invalid_argument("--shutdown-timeout must be in 0..86400 s");
-  const uint64_t mib = uint64_t{1} << 20;
-  const uint64_t physical = physical_memory_bytes();
-  if (!a.cache_ram_mib) {  // and no more than half the memory left once the model is loaded (serve())
-    a.cache_ram_bytes = 8192 * mib;
-    if (physical > 0) a.cache_ram_bytes = std::min(a.cache_ram_bytes, physical / 4 / mib * mib);
-  } else if (*a.cache_ram_mib == -1) {
-    a.cache_ram_bytes = physical / 2 / mib * mib;
-  } else if (*a.cache_ram_mib < 0 || *a.cache_ram_mib > (int64_t{1} << 30)) {
-    return invalid_argument("--cache-ram must be MiB >= 0 (0: no prefix cache) or -1 (half of memory), got ",
-                            *a.cache_ram_mib);
-  } else if (physical > 0 && static_cast<uint64_t>(*a.cache_ram_mib) * mib > physical) {
-    return invalid_argument("--cache-ram ", *a.cache_ram_mib, " MiB exceeds this machine's memory (",
-                            physical / mib, " MiB)");
-  } else {
-    a.cache_ram_bytes = static_cast<uint64_t>(*a.cache_ram_mib) * mib;  // explicit: no quarter-memory cap
-  }
+  MTP_ASSIGN_OR_RETURN(a.cache_ram_bytes, prefix_cache_budget(a.cache_ram_mib, physical_memory_bytes(), 0));
   if (a.record_redact && a.record.empty()) return invalid_argument("--record-redact needs --record FILE");
   if (a.record_answers && a.record.empty()) return invalid_argument("--record-answers needs --record FILE");
   if (a.checkpoint_min_gap < 1)
@@ -183,117 +170,6 @@ Status validate(ServeArgs& a) {
     return invalid_argument("--cache-checkpoint-every must be >= 0 tokens (0: none), got ",
                             a.checkpoint_every);
   return Status::Ok();
-}
-
-server::Json props_json(const ServeArgs& a, const EngineOptions& eo, int threads,
-                        const std::string& template_origin) {
-  using server::Json;
-  Json spec = Json::object();
-  spec["type"] = eo.spec == SpecType::kMtp ? "draft-mtp" : "none";
-  spec["n_max"] = eo.draft.n_max;
-  spec["n_min"] = eo.draft.n_min;
-  spec["p_min"] = eo.draft.p_min;
-  spec["max_drafting_slots"] = eo.policy.max_drafting_slots;
-  spec["policy"] = eo.policy.kind == speculative::PolicyKind::kAuto ? "auto" : "fixed";
-  spec["head"] = eo.head_path.empty() ? Json() : Json(eo.head_path);
-  spec["draft_vocab"] = eo.draft_vocab;
-  spec["draft_head"] = eo.policy.choose_head ? "auto" : speculative::draft_head_name(eo.policy.head);
-  spec["draft_vocab_file"] = eo.draft_vocab_file.empty() ? Json() : Json(eo.draft_vocab_file);
-  Json gen = Json::object();
-  gen["temperature"] = a.temp;
-  gen["top_k"] = a.top_k;
-  gen["top_p"] = a.top_p;
-  gen["min_p"] = a.min_p;
-  gen["seed"] = a.seed;
-  gen["n_predict"] = a.n_predict;
-  Json p = Json::object();
-  p["build_info"] = std::string("mtp.cpp ") + MTP_VERSION;
-  p["model_path"] = a.model;
-  p["n_ctx"] = eo.n_ctx;
-  p["n_batch"] = a.n_batch;
-  p["cache_type_k"] = a.cache_type_k;
-  p["cache_type_v"] = a.cache_type_v;
-  p["n_ubatch"] = a.n_ubatch;
-  p["n_batch_rows_per_step"] = eo.n_batch;
-  p["threads"] = threads;
-  p["kernels"] = kernels::kernels_summary();
-  p["host"] = a.host;
-  p["api_key"] = !a.api_key.empty();
-  p["speculative"] = spec;
-  p["default_generation_settings"] = gen;
-  p["reasoning"] = a.reasoning;
-  p["reasoning_format"] = a.reasoning_format;
-  p["chat_template_kwargs"] = a.template_kwargs;
-  p["chat_template_origin"] = template_origin;
-  p["limits"] = Json{
-      {"max_queue", a.max_queue}, {"max_body_bytes", a.max_body}, {"shutdown_timeout_s", a.shutdown_timeout}};
-  p["prefix_cache"] = Json{{"enabled", eo.cache.ram_bytes > 0},
-                           {"ram_mib", eo.cache.ram_bytes >> 20},
-                           {"checkpoint_every", eo.cache.checkpoint_every},
-                           {"checkpoint_min_gap", eo.cache.checkpoint_min_gap},
-                           {"block_size", eo.kv_block_size}};
-  p["compatibility_notices"] = a.notices;
-  return p;
-}
-
-void print_config(const server::Json& p, const std::string& model_id) {
-  const server::Json& s = p["speculative"];
-  std::printf("mtp serve: %s (%s)\n", p["model_path"].get<std::string>().c_str(), model_id.c_str());
-  std::printf(
-      "  slots %d, context %lld tokens (shared), %lld rows per step (-b %lld, -ub %lld), %d threads, kernels "
-      "%s\n",
-      p["total_slots"].get<int>(), static_cast<long long>(p["n_ctx"].get<int64_t>()),
-      static_cast<long long>(p["n_batch_rows_per_step"].get<int64_t>()),
-      static_cast<long long>(p["n_batch"].get<int64_t>()),
-      static_cast<long long>(p["n_ubatch"].get<int64_t>()), p["threads"].get<int>(),
-      p["kernels"].get<std::string>().c_str());
-  const server::Json& m = p["memory"];
-  auto mib = [&](const char* key) { return static_cast<unsigned long long>(m[key].get<uint64_t>() >> 20); };
-  std::printf(
-      "  memory: resident %llu MiB (packed weights %llu MiB), %llu MiB available after loading; prefix cache "
-      "up to "
-      "%llu MiB\n",
-      mib("resident_bytes"), mib("packed_weights_bytes"), mib("available_bytes"),
-      mib("prefix_cache_budget_bytes"));
-  std::printf("  speculative: %s", s["type"].get<std::string>().c_str());
-  if (s["type"] == "draft-mtp") {
-    std::printf(", n_max %d, n_min %d, p_min %.3g, policy %s, max drafting slots %s", s["n_max"].get<int>(),
-                s["n_min"].get<int>(), s["p_min"].get<double>(), s["policy"].get<std::string>().c_str(),
-                s["max_drafting_slots"].get<int>() < 0
-                    ? "unlimited"
-                    : std::to_string(s["max_drafting_slots"].get<int>()).c_str());
-    if (!s["head"].is_null()) std::printf(", head %s", s["head"].get<std::string>().c_str());
-    std::printf(", draft head %s", s["draft_head"].get<std::string>().c_str());
-    if (s["draft_vocab"].get<int64_t>() > 0)
-      std::printf(" (subset of %lld ids%s)", static_cast<long long>(s["draft_vocab"].get<int64_t>()),
-                  s["draft_head"] == "auto" ? "; the policy chooses it or the full head per batch size" : "");
-  }
-  std::printf("\n");
-  const server::Json& g = p["default_generation_settings"];
-  std::printf("  defaults: temperature %.3g, top_k %d, top_p %.3g, min_p %.3g, seed %lld, n_predict %lld\n",
-              g["temperature"].get<double>(), g["top_k"].get<int>(), g["top_p"].get<double>(),
-              g["min_p"].get<double>(), static_cast<long long>(g["seed"].get<int64_t>()),
-              static_cast<long long>(g["n_predict"].get<int64_t>()));
-  std::printf("  chat template: %s; reasoning %s, format %s\n",
-              p["chat_template_origin"].get<std::string>().c_str(), p["reasoning"].get<std::string>().c_str(),
-              p["reasoning_format"].get<std::string>().c_str());
-  if (!p["chat_template_kwargs"].empty())
-    std::printf("  chat template kwargs: %s\n", p["chat_template_kwargs"].dump().c_str());
-  const server::Json& pc = p["prefix_cache"];
-  if (pc["enabled"].get<bool>()) {
-    std::printf("  prefix cache: %lld MiB; checkpoints at prompt ends, generation ends, message starts",
-                static_cast<long long>(pc["ram_mib"].get<int64_t>()));
-    if (pc["checkpoint_every"].get<int64_t>() > 0)
-      std::printf(" and every %lld prompt tokens",
-                  static_cast<long long>(pc["checkpoint_every"].get<int64_t>()));
-    std::printf("\n");
-  } else {
-    std::printf("  prefix cache: off\n");
-  }
-  const server::Json& l = p["limits"];
-  std::printf("  queue %zu, body limit %zu bytes, shutdown timeout %.3g s, api key %s\n",
-              l["max_queue"].get<size_t>(), l["max_body_bytes"].get<size_t>(),
-              l["shutdown_timeout_s"].get<double>(), p["api_key"].get<bool>() ? "required" : "none");
 }
 
 int serve(ServeArgs& a) {
@@ -341,11 +217,10 @@ int serve(ServeArgs& a) {
   eo.cache_type_v = a.kv.v;
   eo.end_tokens = default_end_tokens(model->vocab());
   eo.n_sample = tok->n_tokens();
-  // The default prefix-cache budget leaves room for what the model took: at most half of the memory still
-  // available once it is loaded (a 35B-A3B IQ4_XS model holds about 19 GB of a 24 GB machine).
-  const uint64_t available = available_memory_bytes(), mib = uint64_t{1} << 20;
-  if (!a.cache_ram_mib && available > 0)
-    a.cache_ram_bytes = std::min(a.cache_ram_bytes, available / 2 / mib * mib);
+  // Now that the model is loaded, the default budget leaves room for what it took.
+  const uint64_t available = available_memory_bytes();
+  if (auto budget = prefix_cache_budget(a.cache_ram_mib, physical_memory_bytes(), available); budget.ok())
+    a.cache_ram_bytes = *budget;
   eo.cache.ram_bytes = a.cache_ram_bytes;
   eo.cache.checkpoint_every = a.checkpoint_every;
   eo.cache.checkpoint_min_gap = a.checkpoint_min_gap;
@@ -386,15 +261,27 @@ int serve(ServeArgs& a) {
       a.reasoning_format == "none" ? chat::ReasoningFormat::kNone : chat::ReasoningFormat::kDeepseek;
   if (a.reasoning != "auto") d.enable_thinking = a.reasoning == "on";
   d.chat_template_kwargs = a.template_kwargs;
-  cfg.props = props_json(a, eo, pool.size(), template_origin);
-  cfg.props["total_slots"] = a.n_slots;
-  cfg.props["memory"] = {{"resident_bytes", resident_bytes()},
-                         {"packed_weights_bytes", model->packed_bytes()},
-                         {"available_bytes", available},
-                         {"prefix_cache_budget_bytes", a.cache_ram_bytes}};
-
+  server::PropsInfo info;
+  info.version = std::string("mtp.cpp ") + MTP_VERSION;
+  info.kernels = kernels::kernels_summary();
+  info.threads = pool.size();
+  info.total_slots = a.n_slots;
+  info.n_batch = a.n_batch;
+  info.n_ubatch = a.n_ubatch;
+  info.cache_type_k = a.cache_type_k;
+  info.cache_type_v = a.cache_type_v;
+  info.chat_template_origin = template_origin;
+  info.compatibility_notices = a.notices;
+  info.resident_bytes = resident_bytes();
+  info.packed_weights_bytes = model->packed_bytes();
+  info.available_bytes = available;
+  info.prefix_cache_budget_bytes = a.cache_ram_bytes;
+  cfg.props = server::build_props(cfg, eo, info);
   server::Server srv(cfg, backend, *tok, *tmpl);
-  print_config(cfg.props, cfg.alias.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : cfg.alias);
+  std::fputs(server::describe_props(
+                 cfg.props, cfg.alias.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : cfg.alias)
+                 .c_str(),
+             stdout);
   if (recorder)
     std::printf("  recording requests%s to %s%s\n", a.record_answers ? " and answers" : "", a.record.c_str(),
                 a.record_redact ? " (redacted: lengths only)" : "");

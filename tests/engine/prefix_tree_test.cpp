@@ -183,5 +183,22 @@ TEST_F(TreeTest, APoolWithoutFreeBlocksReclaimsFromTheCache) {
   EXPECT_TRUE(cache.checkpoints_on("", ids(40, 10)).empty());
 }
 
+// --cache-ram's budget: the default is capped by physical memory and, once the model is loaded, by what is
+// still available; -1 is half of memory; explicit values stand unless larger than the machine.
+TEST(PrefixCacheBudget, DefaultLeavesRoomForTheModelAndExplicitValuesStand) {
+  constexpr uint64_t GiB = uint64_t{1} << 30, MiB = uint64_t{1} << 20;
+  EXPECT_EQ(*prefix_cache_budget(std::nullopt, 64 * GiB, 0), 8 * GiB);
+  EXPECT_EQ(*prefix_cache_budget(std::nullopt, 16 * GiB, 0), 4 * GiB);           // a quarter of memory
+  EXPECT_EQ(*prefix_cache_budget(std::nullopt, 24 * GiB, 5 * GiB), 2560 * MiB);  // half of what is left
+  EXPECT_EQ(*prefix_cache_budget(std::nullopt, 0, 0), 8 * GiB);                  // nothing known
+  EXPECT_EQ(*prefix_cache_budget(-1, 24 * GiB, 1 * GiB), 12 * GiB);
+  EXPECT_EQ(*prefix_cache_budget(0, 24 * GiB, 1 * GiB), 0u);
+  EXPECT_EQ(*prefix_cache_budget(20000, 24 * GiB, 1 * GiB), 20000 * MiB);  // explicit: no cap by what is left
+  const Expected<uint64_t> too_big = prefix_cache_budget(30000, 24 * GiB, 0);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.status().message().find("exceeds this machine's memory"), std::string::npos);
+  EXPECT_FALSE(prefix_cache_budget(-2, 24 * GiB, 0).ok());
+}
+
 }  // namespace
 }  // namespace mtp::testing

@@ -23,11 +23,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "model/memory.h"
 
 namespace mtp {
@@ -46,6 +48,14 @@ struct PrefixCacheOptions {
   // recurrent state.
   int64_t checkpoint_min_gap = 64;
 };
+
+// The prefix cache's RAM budget (PrefixCacheOptions::ram_bytes) from the --cache-ram setting in MiB:
+//   unset  the default: 8 GiB, at most a quarter of physical memory and, once the model is loaded
+//          (`available` > 0), at most half of the memory still available (a 35B-A3B IQ4_XS model holds
+//          about 19 GB of a 24 GB machine);
+//   -1     half of physical memory;  0  no cache;  N > 0  N MiB, refused beyond physical memory.
+// Errors name the setting; `physical` or `available` 0 means unknown (that cap is skipped).
+Expected<uint64_t> prefix_cache_budget(std::optional<int64_t> mib, uint64_t physical, uint64_t available);
 
 enum class CheckpointKind : uint8_t { kInterval, kMessage, kPromptEnd, kGenerationEnd };
 const char* checkpoint_kind_name(
