@@ -153,7 +153,7 @@ bool Model::packing_enabled() {
 
 namespace {
 
-// Every matrix the engine's forward multiplies by (vectors and row lookups stay as they are).
+// Every matrix the forward pass multiplies by (vectors and row lookups stay as they are).
 std::vector<TensorView*> matrices(Qwen35MoeWeights& w) {
   std::vector<TensorView*> mats;
   auto add_layer = [&](LayerWeights& l) {

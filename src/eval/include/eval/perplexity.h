@@ -29,8 +29,8 @@ int64_t chunk_count(int64_t n_tokens, const ChunkOptions& o);
 // floats, in position order.
 using ChunkLogits = std::function<Status(int64_t chunk, std::span<const float> logits)>;
 
-// Runs chunk_count() chunks of `tokens` through the engine's batched forward; fails on a forward error or
-// the callback's.
+// Runs chunk_count() chunks of `tokens` through the batched forward pass (model/forward.h); fails on a
+// forward error or the callback's.
 Status evaluate_chunks(const Model& model, std::span<const int32_t> tokens, const ChunkOptions& o,
                        ThreadPool& pool, const ChunkLogits& on_chunk);
 

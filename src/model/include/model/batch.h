@@ -1,8 +1,8 @@
-// A batch of rows for the engine's forward pass (docs/architecture.md section 3): rows {seq, pos, token} from
-// any number of sequences, e.g. prompt chunks, single decode rows and verify rows [last, d1..dn] in one
-// batch. Rows of one sequence must have consecutive positions in batch order (they need not be adjacent in
-// the batch); a row sees its sequence's cached positions and the earlier rows of its sequence in this batch
-// (causal).
+// A batch of rows for the batched forward pass (model/forward.h; docs/architecture.md section 3): rows {seq,
+// pos, token} from any number of sequences, e.g. prompt chunks, single decode rows and verify rows [last,
+// d1..dn] in one batch. Rows of one sequence must have consecutive positions in batch order (they need not be
+// adjacent in the batch); a row sees its sequence's cached positions and the earlier rows of its sequence in
+// this batch (causal).
 //
 // Outputs: the post-norm hidden of every row (the MTP head needs all of them, docs/model.md section 4.4) and
 // the logits of the rows that asked for them, packed in batch order.

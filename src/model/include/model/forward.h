@@ -1,5 +1,5 @@
-// The engine's batched forward pass (docs/architecture.md section 3; the math of docs/model.md sections 3-4,
-// checked against reference_forward.h).
+// The batched forward pass over the trunk and the MTP block (docs/architecture.md section 3; the math of
+// docs/model.md sections 3-4, checked against reference_forward.h).
 //
 // Per layer, each projection runs once over all rows of the batch (kernels::matmul, weights read once per
 // batch); attention reads each row's own sequence's KV; the Gated DeltaNet recurrence runs per sequence row
