@@ -267,10 +267,15 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   o.draft_tokens += static_cast<double>(tokens);
   o.draft_seconds += seconds;
   if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
-  double plain_seconds = 0;
+  // The median of the recent plain steps, not their mean: the first steps at a size pay one-time costs
+  // (measured 2-3x), and averaged in they make plain decoding look slow, so a losing window passes.
   const int64_t m = std::min(o.plain_n, Outcome::kPlainSteps);
-  for (int64_t i = 0; i < m; ++i) plain_seconds += o.plain_seconds[static_cast<size_t>(i)];
-  const double plain_rate = static_cast<double>(slots * m) / plain_seconds;
+  std::array<double, Outcome::kPlainSteps> recent = o.plain_seconds;
+  std::nth_element(recent.begin(), recent.begin() + m / 2, recent.begin() + m);
+  double plain_seconds = recent[static_cast<size_t>(m / 2)];
+  if (m % 2 == 0)
+    plain_seconds = (plain_seconds + *std::max_element(recent.begin(), recent.begin() + m / 2)) / 2;
+  const double plain_rate = static_cast<double>(slots) / plain_seconds;
   // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
   // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
   const double draft_rate = o.draft_tokens / o.draft_seconds;

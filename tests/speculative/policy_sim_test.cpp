@@ -226,6 +226,25 @@ TEST(PolicySim, ALossTheModelCannotSeeStopsDrafting) {
   }
 }
 
+// The same unseen loss right after start, where the first plain steps paid one-time costs (3x): the plain
+// steps the guard compares with must not be priced by them, or the first window of drafting looks like a
+// gain and runs on (measured on a tiny model: 32 losing drafting steps before the first verdict).
+TEST(PolicySim, SlowFirstPlainStepsDoNotHideALoss) {
+  std::vector<bool> seen(64, false);
+  Costs unseen{[&](int64_t, int64_t r, int64_t v) {
+                 const bool first = v == 0 && !seen[static_cast<size_t>(r)];
+                 if (v == 0) seen[static_cast<size_t>(r)] = true;
+                 return (first ? 3 : 1) * memory_bound(r, v);
+               },
+               [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); },
+               [&] { std::fill(seen.begin(), seen.end(), false); }};
+  unseen.unseen_per_drafting_step = 0.020;
+  for (int64_t c : {1, 4}) {
+    EXPECT_LE(simulate(unseen, c, 3, 0.85, -1, 64).drafting_steps, 8) << "c" << c;
+    EXPECT_GE(judge("unseen cost, slow first plain steps", unseen, c, 3, 0.85, 2000).vs_off, 0.98) << "c" << c;
+  }
+}
+
 // Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
 // near the best fixed length with the best head, and never much below plain decoding when neither pays.
 TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {
