@@ -102,6 +102,7 @@ Samples collect_tool_runs(const Rule& rule, const std::vector<ToolRun>& runs) {
   Samples s;
   for (const ToolRun& r : runs) {
     if (!rule.server.empty() && r.side != (rule.server == "baseline" ? "reference" : "target")) continue;
+    if (rule.level && r.concurrency != *rule.level) continue;
     s.trials += 1;
     s.successes += rule.metric == Metric::kMarkupLeaks ? r.leaks : (r.pass ? 1 : 0);
   }
@@ -115,7 +116,7 @@ Samples collect(const Rule& rule, const Pooled& pooled) {
   Samples s;
   if (rule.metric == Metric::kGreedyDivergence) {
     for (const GreedyOutcome& g : pooled.probes) {
-      if (g.kind == "failed") continue;
+      if (g.kind == "failed" || (rule.level && g.concurrency != *rule.level)) continue;
       s.trials += 1;
       s.successes += g.kind == "divergence" ? 1 : 0;
     }

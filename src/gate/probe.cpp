@@ -2,9 +2,11 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "loadgen/prompts.h"
 #include "loadgen/record.h"
@@ -103,11 +105,40 @@ GreedyOutcome classify_greedy(const Json& target, const Json& reference, double 
   return g;
 }
 
+namespace {
+
+// Every prompt's target and reference responses, `o.concurrency` requests at a time; request 2p is prompt
+// p's target, 2p + 1 its reference. Each worker has its own clients (an httplib::Client is not shared).
+std::vector<Expected<Json>> fetch_all(const GreedyProbeOptions& o, const httplib::Headers& headers) {
+  const std::string reference_url = o.reference_url.empty() ? o.url : o.reference_url;
+  const size_t n = 2 * static_cast<size_t>(o.prompts);
+  std::vector<Expected<Json>> replies(n, Expected<Json>(io_error("not sent")));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    auto target = endpoint(o.url, o.timeout_s);
+    auto reference = endpoint(reference_url, o.timeout_s);
+    for (size_t i = next++; i < n; i = next++) {
+      const bool is_reference = i % 2 == 1;
+      const std::string prompt =
+          loadgen::synthetic_prompt(o.seed, static_cast<int64_t>(i / 2), o.prompt_tokens);
+      Endpoint& e = is_reference ? *reference : *target;
+      replies[i] =
+          complete(*e.http, e.prefix, headers, o, prompt, is_reference ? o.reference_body : Json::object());
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int w = 0; w < std::max(1, o.concurrency); ++w) workers.emplace_back(worker);
+  for (std::thread& w : workers) w.join();
+  return replies;
+}
+
+}  // namespace
+
 Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& o,
                                                       const std::string& out_path) {
-  MTP_ASSIGN_OR_RETURN(Endpoint target, endpoint(o.url, o.timeout_s));
-  MTP_ASSIGN_OR_RETURN(Endpoint reference,
-                       endpoint(o.reference_url.empty() ? o.url : o.reference_url, o.timeout_s));
+  // Fail on a bad URL before any request.
+  MTP_RETURN_IF_ERROR(endpoint(o.url, o.timeout_s).status());
+  MTP_RETURN_IF_ERROR(endpoint(o.reference_url.empty() ? o.url : o.reference_url, o.timeout_s).status());
   httplib::Headers headers;
   if (!o.api_key.empty()) headers.emplace("Authorization", "Bearer " + o.api_key);
   MTP_ASSIGN_OR_RETURN(auto out, loadgen::JsonlWriter::open(out_path));
@@ -117,13 +148,14 @@ Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& 
                           {"reference_url", o.reference_url.empty() ? o.url : o.reference_url},
                           {"reference_body", o.reference_body},
                           {"epsilon", o.epsilon},
+                          {"concurrency", o.concurrency},
                           {"start_utc", loadgen::utc_now()}};
   MTP_RETURN_IF_ERROR(out->write(header));
+  const std::vector<Expected<Json>> replies = fetch_all(o, headers);
   std::vector<GreedyOutcome> outcomes;
   for (int p = 0; p < o.prompts; ++p) {
-    const std::string prompt = loadgen::synthetic_prompt(o.seed, p, o.prompt_tokens);
-    auto t = complete(*target.http, target.prefix, headers, o, prompt, Json::object());
-    auto r = complete(*reference.http, reference.prefix, headers, o, prompt, o.reference_body);
+    const Expected<Json>& t = replies[2 * p];
+    const Expected<Json>& r = replies[2 * p + 1];
     GreedyOutcome g;
     if (!t.ok() || !r.ok()) {
       g.kind = "failed";
@@ -132,20 +164,33 @@ Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& 
       g = classify_greedy(*content_of(*t), *content_of(*r), o.epsilon);
     }
     g.prompt = p;
+    g.concurrency = o.concurrency;
     MTP_RETURN_IF_ERROR(out->write(outcome_json(g)));
     outcomes.push_back(g);
   }
   return outcomes;
 }
 
-std::string probe_file_tool(const std::string& path) {
+// A probe file's header line (null when the first line is no header).
+Json probe_header(const std::string& path) {
   std::ifstream f(path);
   std::string line;
-  if (!std::getline(f, line)) return "";
-  const Json j = Json::parse(line, nullptr, false);
-  return j.is_object() && j.value("type", "") == "header" && j.contains("tool") && j["tool"].is_string()
-             ? j["tool"].get<std::string>()
-             : "";
+  if (!std::getline(f, line)) return nullptr;
+  Json j = Json::parse(line, nullptr, false);
+  return j.is_object() && j.value("type", "") == "header" ? j : Json(nullptr);
+}
+
+std::string probe_file_tool(const std::string& path) {
+  const Json h = probe_header(path);
+  return h.is_object() && h.contains("tool") && h["tool"].is_string() ? h["tool"].get<std::string>() : "";
+}
+
+int probe_file_concurrency(const std::string& path) {
+  const Json h = probe_header(path);
+  return h.is_object() && h.contains("concurrency") && h["concurrency"].is_number_integer() &&
+                 h["concurrency"].get<int64_t>() >= 1 && h["concurrency"].get<int64_t>() <= 1000000
+             ? static_cast<int>(h["concurrency"].get<int64_t>())
+             : 1;
 }
 
 Status read_probe_lines(const std::string& path, std::string* start_utc,
@@ -173,12 +218,14 @@ bool is_probe_file(const std::string& path) {
 
 Expected<ProbeFile> read_probe_file(const std::string& path) {
   ProbeFile pf;
+  const int concurrency = probe_file_concurrency(path);
   MTP_RETURN_IF_ERROR(read_probe_lines(path, &pf.start_utc, [&](const Json& j, int64_t n) -> Status {
     if (j["type"] != "probe" || !j.contains("kind") || !j["kind"].is_string())
       return corrupt(path, ":", n, ": a probe line without \"kind\"");
     GreedyOutcome g;
     g.kind = j["kind"].get<std::string>();
     if (j.contains("prompt") && j["prompt"].is_number_integer()) g.prompt = j["prompt"].get<int64_t>();
+    g.concurrency = concurrency;
     pf.outcomes.push_back(g);
     return Status::Ok();
   }));

@@ -24,6 +24,8 @@ Expected<Endpoint> endpoint(const std::string& url, double timeout_s);
 
 // The "tool" a probe file's header line names ("" when the first line is no such header).
 std::string probe_file_tool(const std::string& path);
+// The header's "concurrency" (1 when absent: files written before the probes had it ran one at a time).
+int probe_file_concurrency(const std::string& path);
 
 // Reads a probe file: the header's "start_utc" into `start_utc`, every other line (an object with a string
 // "type") to `each` with its line number; kCorrupt on a line that is not such an object.

@@ -11,6 +11,7 @@
 
 #include "gate/gate.h"
 #include "loadgen/record.h"
+#include "rules_text.h"
 
 namespace mtp::gate {
 namespace {
@@ -247,9 +248,12 @@ bool is_kld_metric(Metric m) {
   }
 }
 
-Expected<Rules> parse_rules(const std::string& text, const std::string& source) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return corrupt(source, ": not a JSON object");
+namespace {
+
+// Validates a parsed rules document (JSON, or TOML made JSON) and hashes its canonical form.
+Expected<Rules> rules_from_document(const RulesDocument& doc, const std::string& source) {
+  const nlohmann::json& j = doc.json;
+  if (!j.is_object()) return corrupt(source, ": not a JSON object");
   for (const auto& [key, value] : j.items()) {
     if (key != "gate" && key != "inputs" && key != "rules")
       return invalid_argument(source, ": unknown field \"", key, "\" (known: gate, inputs, rules)");
@@ -272,7 +276,10 @@ Expected<Rules> parse_rules(const std::string& text, const std::string& source) 
     return invalid_argument(source, ": \"rules\" must be a non-empty array");
   for (size_t i = 0; i < list->size(); ++i) {
     auto r = parse_rule((*list)[i], i);
-    if (!r.ok()) return r.status().with_context(source);
+    if (!r.ok()) {
+      const int64_t line = i < doc.rule_lines.size() ? doc.rule_lines[i] : 0;
+      return r.status().with_context(line > 0 ? str_cat(source, ":", line) : source);
+    }
     for (const Rule& other : rules.rules) {
       if (other.id == r->id) return invalid_argument(source, ": two rules have the id '", r->id, "'");
     }
@@ -285,11 +292,27 @@ Expected<Rules> parse_rules(const std::string& text, const std::string& source) 
   return rules;
 }
 
+}  // namespace
+
+Expected<Rules> parse_rules(const std::string& text, const std::string& source) {
+  MTP_ASSIGN_OR_RETURN(RulesDocument doc, parse_json_document(text, source));
+  return rules_from_document(doc, source);
+}
+
+Expected<Rules> parse_rules_toml(const std::string& text, const std::string& source) {
+  MTP_ASSIGN_OR_RETURN(RulesDocument doc, parse_toml_document(text, source));
+  return rules_from_document(doc, source);
+}
+
+bool is_toml_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".toml") == 0;
+}
+
 Expected<Rules> read_rules(const std::string& path) {
   Status status;
   const std::string text = read_text(path, &status);
   if (!status.ok()) return status;
-  return parse_rules(text, path);
+  return is_toml_path(path) ? parse_rules_toml(text, path) : parse_rules(text, path);
 }
 
 std::string sha256_hex(const std::string& bytes) {

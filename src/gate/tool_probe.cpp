@@ -14,11 +14,14 @@ namespace {
 
 constexpr const char* kTool = "mtp gate probe tools";
 
+// The `parameters` schema of the tool named `name` (a tool without one takes any arguments); null when no
+// tool has that name.
 const Json* tool_schema(const Json& tools, const std::string& name) {
+  static const Json kAnything = Json::object();
   for (const Json& t : tools)
     if (t.is_object() && t.contains("function") && t["function"].is_object() &&
         t["function"].value("name", "") == name)
-      return t["function"].contains("parameters") ? &t["function"]["parameters"] : &t["function"];
+      return t["function"].contains("parameters") ? &t["function"]["parameters"] : &kAnything;
   return nullptr;
 }
 
@@ -225,10 +228,12 @@ Expected<std::vector<ToolRun>> run_tool_probe(const ToolProbeOptions& o, const s
                                                {"repeat", o.repeat},
                                                {"concurrency", o.concurrency},
                                                {"start_utc", loadgen::utc_now()}}));
+  // Each scenario's target and reference conversations are queued one after the other, so at a concurrency
+  // above 1 both sides run beside each other, under the same load.
   std::vector<Job> jobs;
   for (int r = 0; r < o.repeat; ++r)
-    for (bool reference : {false, true})
-      for (const ToolScenario& s : o.scenarios) jobs.push_back({&s, reference, r});
+    for (const ToolScenario& s : o.scenarios)
+      for (bool reference : {false, true}) jobs.push_back({&s, reference, r});
   // `concurrency` workers, each with its own clients, take conversations in order; lines are written in
   // job order afterwards so the file does not depend on timing.
   std::vector<ToolRun> runs(jobs.size());
@@ -236,8 +241,10 @@ Expected<std::vector<ToolRun>> run_tool_probe(const ToolProbeOptions& o, const s
   auto worker = [&] {
     auto target = endpoint(o.url, o.timeout_s);
     auto reference = endpoint(reference_url, o.timeout_s);
-    for (size_t i = next++; i < jobs.size(); i = next++)
+    for (size_t i = next++; i < jobs.size(); i = next++) {
       runs[i] = play(o, jobs[i].reference ? *reference : *target, headers, jobs[i]);
+      runs[i].concurrency = o.concurrency;
+    }
   };
   std::vector<std::thread> workers;
   for (int w = 0; w < std::max(1, o.concurrency); ++w) workers.emplace_back(worker);
@@ -252,6 +259,7 @@ bool is_tool_probe_file(const std::string& path) {
 
 Expected<ToolProbeFile> read_tool_probe_file(const std::string& path) {
   ToolProbeFile pf;
+  const int concurrency = probe_file_concurrency(path);
   MTP_RETURN_IF_ERROR(read_probe_lines(path, &pf.start_utc, [&](const Json& j, int64_t n) -> Status {
     if (j["type"] != "tool_run" || !j.contains("pass") || !j["pass"].is_boolean() || !j.contains("leaks") ||
         !j["leaks"].is_number_integer() || !j.contains("side") || !j["side"].is_string())
@@ -261,6 +269,7 @@ Expected<ToolProbeFile> read_tool_probe_file(const std::string& path) {
     r.leaks = j["leaks"].get<int64_t>();
     r.side = j["side"].get<std::string>();
     r.scenario = j.value("scenario", "");
+    r.concurrency = concurrency;
     pf.runs.push_back(std::move(r));
     return Status::Ok();
   }));

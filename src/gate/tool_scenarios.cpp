@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "gate/schema.h"
 #include "gate/tool_probe.h"
 
 namespace mtp::gate {
@@ -106,6 +107,16 @@ Expected<ToolScenario> parse_scenario(const Json& j, const std::string& where) {
   if (!j.contains("turns") || !j["turns"].is_array() || j["turns"].empty())
     return invalid_argument(at, ": \"turns\" must be a non-empty array");
   s.tools = j["tools"];
+  for (const Json& tool : s.tools) {
+    if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
+        !tool["function"].contains("name") || !tool["function"]["name"].is_string())
+      return invalid_argument(at, ": each tool needs {\"function\": {\"name\", \"parameters\"}}");
+    const Json& fn = tool["function"];
+    if (fn.contains("parameters")) {
+      if (Status st = check_schema(fn["parameters"]); !st.ok())
+        return invalid_argument(at, ": tool '", fn["name"].get<std::string>(), "': ", st.message());
+    }
+  }
   s.messages = j["messages"];
   for (size_t i = 0; i < j["turns"].size(); ++i) {
     MTP_ASSIGN_OR_RETURN(ToolTurn turn, parse_turn(j["turns"][i], str_cat(at, ": turn ", i + 1)));

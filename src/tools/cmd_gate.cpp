@@ -159,7 +159,8 @@ void add_probe_tools(CLI::App* probe, GateArgs* a) {
   t->add_option("--repeat", a->tools.repeat, "Runs of each scenario on each side")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  t->add_option("--concurrency", a->tools.concurrency, "Conversations in flight at once")
+  t->add_option("--concurrency", a->tools.concurrency,
+                "Conversations in flight at once, each scenario's target and reference side by side")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   t->add_option("--max-tokens", a->tools.max_tokens, "Tokens generated per turn at most")
@@ -179,10 +180,12 @@ CommandRunner register_gate(CLI::App& app) {
   cmd->require_subcommand(1);
   CLI::App* f =
       cmd->add_subcommand("freeze", "Register a rules file: write its lock (sha256, UTC time, inputs)");
-  f->add_option("rules", a->rules, "Rules file (JSON; docs/gate.md)")->required();
+  f->add_option("rules", a->rules, "Rules file (JSON, or TOML when it ends in .toml; docs/gate.md)")
+      ->required();
   f->add_option("--lock", a->lock, "Lock file (default: RULES.lock)");
   CLI::App* r = cmd->add_subcommand("run", "Judge run files of mtp bench or replay against frozen rules");
-  r->add_option("rules", a->rules, "Rules file (JSON; docs/gate.md)")->required();
+  r->add_option("rules", a->rules, "Rules file (JSON, or TOML when it ends in .toml; docs/gate.md)")
+      ->required();
   r->add_option("runs", a->runs, "Run files (JSONL) measured after the lock")->required();
   r->add_option("--lock", a->lock, "Lock file (default: RULES.lock)");
   r->add_option("--baseline", a->baselines,
@@ -210,6 +213,10 @@ CommandRunner register_gate(CLI::App& app) {
       ->capture_default_str();
   g->add_option("--max-tokens", a->probe.max_tokens, "Tokens generated per prompt")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  g->add_option("--concurrency", a->probe.concurrency,
+                "Requests in flight at once, the target's and the reference's interleaved (load on both)")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   g->add_option("--epsilon", a->probe.epsilon, "A top-2 margin (nats) under this is a near tie")
       ->check(CLI::NonNegativeNumber)

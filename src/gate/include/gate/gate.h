@@ -95,8 +95,13 @@ struct Rules {
   std::string sha256;     // of `canonical`
 };
 
-// Parses and validates a rules file; every problem is one line naming the rule and the field.
-Expected<Rules> parse_rules(const std::string& text, const std::string& source);
+// Parses and validates a rules file; every problem is one line naming the rule and the field, and a
+// malformed file names the line and column ("rules.toml:7:12: ..."). A TOML file holds the same fields as
+// the JSON one ([[rules]] tables) and hashes the same: its canonical form is the JSON it spells.
+Expected<Rules> parse_rules(const std::string& text, const std::string& source);  // JSON
+Expected<Rules> parse_rules_toml(const std::string& text, const std::string& source);
+bool is_toml_path(const std::string& path);  // ends in ".toml"
+// TOML when the path ends in ".toml", JSON otherwise.
 Expected<Rules> read_rules(const std::string& path);
 
 struct LockedInput {

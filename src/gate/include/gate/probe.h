@@ -23,6 +23,10 @@ struct GreedyProbeOptions {
   int prompts = 20;
   int prompt_tokens = 64;
   int max_tokens = 64;
+  // Requests in flight at once: the target's and the reference's requests of each prompt are queued one after
+  // the other and taken in that order, so both sides are measured under the same load (batched verification
+  // is where near-tie flips appear).
+  int concurrency = 1;
   double epsilon = 0.1;  // a top-2 margin (nats) under this is a near tie
   uint64_t seed = 1;
   double timeout_s = 600;
@@ -37,14 +41,16 @@ struct GreedyOutcome {
   double margin = 0;        // the reference's top-1 minus top-2 logprob there
   std::string target_token, reference_token;
   std::string error;
+  int concurrency = 1;  // the probe's concurrency (a rule's "level" selects it)
 };
 
 // Compares two responses' `choices[0].logprobs.content` arrays (OpenAI chat format: token, logprob,
 // top_logprobs). A shorter output that is a prefix of the other differs where it ends.
 GreedyOutcome classify_greedy(const Json& target_content, const Json& reference_content, double epsilon);
 
-// Runs the probe and writes one header line ("tool": "mtp gate probe greedy", "start_utc") and one "probe"
-// line per prompt to `out_path`; fails only when the file cannot be written.
+// Runs the probe and writes one header line ("tool": "mtp gate probe greedy", "start_utc", "concurrency")
+// and one "probe" line per prompt, in prompt order, to `out_path`; fails only when the file cannot be
+// written.
 Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& o,
                                                       const std::string& out_path);
 

@@ -1,8 +1,9 @@
 // `mtp gate probe tools`: multi-turn conversations with `tools` and scripted tool results, with speculation
 // on (the target) and off (the reference), each scenario `repeat` times, `concurrency` conversations at a
-// time. Every model turn is checked: the response parses, a call is made where one is expected and ends with
-// finish_reason "tool_calls", each call's arguments parse and validate against the tool's schema and carry
-// the expected values, and `content` holds no chat markup (docs/gate.md).
+// time (a scenario's target and reference conversations side by side). Every model turn is checked: the
+// response parses, a call is made where one is expected and ends with finish_reason "tool_calls", each call's
+// arguments parse and validate against the tool's schema and carry the expected values, and `content` holds
+// no chat markup (docs/gate.md).
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,7 @@ struct ToolRun {
   bool pass = false;
   int64_t leaks = 0;
   std::vector<std::string> reasons;  // "turn N: why" for every failed check
+  int concurrency = 1;               // the probe's concurrency (a rule's "level" selects it)
 };
 
 // Runs every conversation and writes a header line ("tool": "mtp gate probe tools", "start_utc") and one
