@@ -11,6 +11,9 @@ namespace {
 
 // A $ref chain this long without consuming the value is a loop ({"$ref": "#"} at the root).
 constexpr int kMaxRefDepth = 64;
+// libstdc++'s std::regex recurses per character matched, so a long enough string overflows the stack; a
+// string longer than this is reported as not checked against a pattern or format rather than matched.
+constexpr size_t kMaxRegexInput = 4096;
 
 const std::set<std::string>& annotation_keywords() {
   static const std::set<std::string> k = {"title",    "description", "default",  "examples",
@@ -276,6 +279,10 @@ std::string Validator::string_violation(const Json& s, const std::string& v, con
     return str_cat(at, ": ", n, " characters, fewer than minLength ", s["minLength"].dump());
   if (n > s.value("maxLength", SIZE_MAX))
     return str_cat(at, ": ", n, " characters, more than maxLength ", s["maxLength"].dump());
+  const bool regex_checked = s.contains("pattern") || s.contains("format");
+  if (regex_checked && v.size() > kMaxRegexInput)
+    return str_cat(at, ": a string of ", v.size(),
+                   " bytes is not checked against a pattern or format (at most ", kMaxRegexInput, ")");
   if (auto it = s.find("pattern"); it != s.end()) {
     if (!std::regex_search(v, std::regex(it->get<std::string>(), std::regex::ECMAScript)))
       return str_cat(at, ": ", Json(v).dump(), " does not match the pattern ", it->dump());

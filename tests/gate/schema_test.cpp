@@ -73,6 +73,10 @@ TEST(ToolSchemaMore, StringBoundsPatternsAndFormats) {
   EXPECT_TRUE(valid(code, R"("EUR")"));
   EXPECT_EQ(violation(code, R"("eur")"), R"($: "eur" does not match the pattern "^[A-Z]{3}$")");
   EXPECT_TRUE(valid(R"({"pattern": "b"})", R"("abc")"));  // unanchored, as ECMAScript's search
+  // A string too long to match safely (std::regex recurses per character) is reported, not matched.
+  const Json long_uri = "https://example.com/" + std::string(100000, 'a');
+  EXPECT_EQ(schema_violation(Json::parse(R"({"format": "uri"})"), long_uri),
+            "$: a string of 100020 bytes is not checked against a pattern or format (at most 4096)");
   const std::pair<const char*, std::pair<const char*, const char*>> cases[] = {
       {"date", {R"("2026-12-05")", R"("2026-13-05")"}},
       {"time", {R"("13:20:00Z")", R"("25:00:00Z")"}},
