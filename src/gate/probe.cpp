@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "loadgen/prompts.h"
@@ -107,30 +109,70 @@ GreedyOutcome classify_greedy(const Json& target, const Json& reference, double 
 
 namespace {
 
-// Every prompt's target and reference responses, `o.concurrency` requests at a time; request 2p is prompt
-// p's target, 2p + 1 its reference. Each worker has its own clients (an httplib::Client is not shared).
-std::vector<Expected<Json>> fetch_all(const GreedyProbeOptions& o, const httplib::Headers& headers) {
-  const std::string reference_url = o.reference_url.empty() ? o.url : o.reference_url;
-  const size_t n = 2 * static_cast<size_t>(o.prompts);
-  std::vector<Expected<Json>> replies(n, Expected<Json>(io_error("not sent")));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    auto target = endpoint(o.url, o.timeout_s);
-    auto reference = endpoint(reference_url, o.timeout_s);
-    for (size_t i = next++; i < n; i = next++) {
+// The probe's requests in flight and its file: request 2p is prompt p's target, 2p + 1 its reference, taken
+// in that order by `concurrency` workers. A prompt's line is written as soon as it and every earlier prompt
+// have both replies, so the file keeps prompt order and a probe cut short keeps what it measured.
+class GreedyRun {
+ public:
+  GreedyRun(const GreedyProbeOptions& o, const httplib::Headers& headers, loadgen::JsonlWriter& out)
+      : o_(o), headers_(headers), out_(out), replies_(2 * static_cast<size_t>(o.prompts)) {}
+
+  Expected<std::vector<GreedyOutcome>> run() {
+    std::vector<std::thread> workers;
+    for (int w = 0; w < std::max(1, o_.concurrency); ++w) workers.emplace_back([this] { work(); });
+    for (std::thread& w : workers) w.join();
+    if (!status_.ok()) return status_;
+    return std::move(outcomes_);
+  }
+
+ private:
+  // Each worker has its own clients (an httplib::Client is not shared between threads).
+  void work() {
+    auto target = endpoint(o_.url, o_.timeout_s);
+    auto reference = endpoint(o_.reference_url.empty() ? o_.url : o_.reference_url, o_.timeout_s);
+    for (size_t i = next_++; i < replies_.size(); i = next_++) {
       const bool is_reference = i % 2 == 1;
       const std::string prompt =
-          loadgen::synthetic_prompt(o.seed, static_cast<int64_t>(i / 2), o.prompt_tokens);
+          loadgen::synthetic_prompt(o_.seed, static_cast<int64_t>(i / 2), o_.prompt_tokens);
       Endpoint& e = is_reference ? *reference : *target;
-      replies[i] =
-          complete(*e.http, e.prefix, headers, o, prompt, is_reference ? o.reference_body : Json::object());
+      Expected<Json> reply = complete(*e.http, e.prefix, headers_, o_, prompt,
+                                      is_reference ? o_.reference_body : Json::object());
+      std::lock_guard<std::mutex> lock(mu_);
+      replies_[i] = std::move(reply);
+      write_ready();
     }
-  };
-  std::vector<std::thread> workers;
-  for (int w = 0; w < std::max(1, o.concurrency); ++w) workers.emplace_back(worker);
-  for (std::thread& w : workers) w.join();
-  return replies;
-}
+  }
+
+  // Under mu_: classifies and writes every prompt whose turn has come and whose two replies are in.
+  void write_ready() {
+    while (outcomes_.size() < static_cast<size_t>(o_.prompts)) {
+      const size_t p = outcomes_.size();
+      std::optional<Expected<Json>>&t = replies_[2 * p], &r = replies_[2 * p + 1];
+      if (!t || !r) return;
+      GreedyOutcome g;
+      if (!t->ok() || !r->ok()) {
+        g.kind = "failed";
+        g.error = !t->ok() ? "target: " + t->status().message() : "reference: " + r->status().message();
+      } else {
+        g = classify_greedy(*content_of(**t), *content_of(**r), o_.epsilon);
+      }
+      g.prompt = static_cast<int64_t>(p);
+      g.concurrency = o_.concurrency;
+      if (Status s = out_.write(outcome_json(g)); !s.ok() && status_.ok()) status_ = s;
+      outcomes_.push_back(std::move(g));
+      t.reset(), r.reset();  // a long probe does not keep every response
+    }
+  }
+
+  const GreedyProbeOptions& o_;
+  const httplib::Headers& headers_;
+  loadgen::JsonlWriter& out_;
+  std::atomic<size_t> next_{0};
+  std::mutex mu_;
+  std::vector<std::optional<Expected<Json>>> replies_;
+  std::vector<GreedyOutcome> outcomes_;
+  Status status_;
+};
 
 }  // namespace
 
@@ -151,24 +193,7 @@ Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& 
                           {"concurrency", o.concurrency},
                           {"start_utc", loadgen::utc_now()}};
   MTP_RETURN_IF_ERROR(out->write(header));
-  const std::vector<Expected<Json>> replies = fetch_all(o, headers);
-  std::vector<GreedyOutcome> outcomes;
-  for (int p = 0; p < o.prompts; ++p) {
-    const Expected<Json>& t = replies[2 * p];
-    const Expected<Json>& r = replies[2 * p + 1];
-    GreedyOutcome g;
-    if (!t.ok() || !r.ok()) {
-      g.kind = "failed";
-      g.error = !t.ok() ? "target: " + t.status().message() : "reference: " + r.status().message();
-    } else {
-      g = classify_greedy(*content_of(*t), *content_of(*r), o.epsilon);
-    }
-    g.prompt = p;
-    g.concurrency = o.concurrency;
-    MTP_RETURN_IF_ERROR(out->write(outcome_json(g)));
-    outcomes.push_back(g);
-  }
-  return outcomes;
+  return GreedyRun(o, headers, *out).run();
 }
 
 // A probe file's header line (null when the first line is no header).

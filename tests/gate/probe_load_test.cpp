@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -29,9 +31,12 @@ using mtp::testing::TempDir;
 // both a target request (no "speculative" field) and a reference one.
 class ScriptedGreedyServer {
  public:
-  explicit ScriptedGreedyServer(int expect_in_flight) : expect_(expect_in_flight) {
+  // `on_request` (optional) is called with each request's arrival index before it is answered.
+  explicit ScriptedGreedyServer(int expect_in_flight, std::function<void(int)> on_request = nullptr)
+      : expect_(expect_in_flight), on_request_(std::move(on_request)) {
     server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       const bool reference = Json::parse(req.body).contains("speculative");
+      if (on_request_) on_request_(arrivals_++);
       enter(reference);
       res.set_content(answer().dump(), "application/json");
       leave(reference);
@@ -84,6 +89,8 @@ class ScriptedGreedyServer {
   }
 
   int expect_;
+  std::function<void(int)> on_request_;
+  std::atomic<int> arrivals_{0};
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
@@ -125,6 +132,27 @@ TEST(ProbeUnderLoad, GreedyProbeKeepsConcurrencyRequestsInFlightFromBothSides) {
   EXPECT_TRUE((*v)[0].pass) << (*v)[0].why;
   EXPECT_EQ((*v)[1].samples, 0);
   EXPECT_FALSE((*v)[1].pass);
+}
+
+// One request at a time: when prompt 2's first request arrives, prompts 0 and 1 are already in the file, so a
+// probe cut short keeps what it measured.
+TEST(ProbeUnderLoad, GreedyProbeWritesEachPromptOnceAnswered) {
+  TempDir dir;
+  const std::string out = dir.file("p.jsonl");
+  int lines_before_prompt_2 = -1;
+  ScriptedGreedyServer server(1, [&](int arrival) {
+    if (arrival != 4) return;
+    std::ifstream f(out);
+    int n = 0;
+    for (std::string line; std::getline(f, line);) n += line.find("\"type\":\"probe\"") != std::string::npos;
+    lines_before_prompt_2 = n;
+  });
+  GreedyProbeOptions o;
+  o.url = server.url();
+  o.reference_body = {{"speculative", false}};
+  o.prompts = 3;
+  ASSERT_TRUE(run_greedy_probe(o, out).ok());
+  EXPECT_EQ(lines_before_prompt_2, 2);
 }
 
 TEST(ProbeUnderLoad, ToolProbeRunsEachScenariosTwoSidesSideBySide) {

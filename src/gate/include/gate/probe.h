@@ -49,8 +49,8 @@ struct GreedyOutcome {
 GreedyOutcome classify_greedy(const Json& target_content, const Json& reference_content, double epsilon);
 
 // Runs the probe and writes one header line ("tool": "mtp gate probe greedy", "start_utc", "concurrency")
-// and one "probe" line per prompt, in prompt order, to `out_path`; fails only when the file cannot be
-// written.
+// and one "probe" line per prompt, in prompt order (each written once it and the prompts before it are
+// answered), to `out_path`; fails only when the file cannot be written.
 Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& o,
                                                       const std::string& out_path);
 
