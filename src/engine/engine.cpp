@@ -147,6 +147,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Engin
   if (options.cache.ram_bytes > 0) impl->cache = std::make_unique<PrefixCache>(impl->memory, options.cache);
   impl->n_sample = options.n_sample > 0 ? options.n_sample : c.n_vocab;
   impl->slots.resize(static_cast<size_t>(options.n_slots));
+  if (options.prepare_grammar && !model.vocab().tokens.empty()) impl->prepare_grammar_vocab();
   if (spec) {
     impl->max_draft = d.n_max;
     if (options.make_drafter) {
@@ -300,6 +301,10 @@ int32_t Engine::seq_of(uint64_t request_id) const {
   for (const Slot& s : impl_->slots)
     if (s.state != SlotState::kFree && s.id == request_id) return s.seq;
   return -1;
+}
+
+int32_t Engine::grammar_vocab_builds() const {
+  return impl_->grammar_vocab_builds;
 }
 
 }  // namespace mtp

@@ -1,8 +1,10 @@
 // Structured output in the engine: a request with a grammar samples every row (its first token, each verify
 // row of a draft) from logits whose refused tokens are at -infinity. Verification is sequential, so the
 // matcher's state at row i is the state after the tokens emitted before it: a rejected draft never advanced
-// it, and the output is the same with and without drafting. The draft head itself is not masked: a draft is
-// cut at its first token the grammar refuses, which verification could only reject.
+// it, and the output is the same with and without drafting. The draft head is masked the same way: the
+// drafter gets a DraftConstraint that advances a copy of the slot's state along the draft, and the masks it
+// computes on that path are the ones the verify rows use (each state's mask is computed once a step). A
+// drafter that ignores the constraint has its draft cut at the first token the grammar refuses.
 #include <cmath>
 #include <limits>
 
@@ -31,38 +33,95 @@ std::vector<std::string> vocabulary_bytes(const Vocab& vocab, int64_t n_sample) 
 
 }  // namespace
 
+// Masks a draft's positions from a copy of the slot's grammar state, advanced along the drafted tokens; the
+// slot's own state moves only when tokens are emitted.
+class Engine::Impl::GrammarDraftConstraint final : public speculative::DraftConstraint {
+ public:
+  GrammarDraftConstraint(Impl& engine, Slot& slot) : engine_(engine), slot_(slot) {}
+  void restart() {
+    state_ = slot_.grammar.state;
+    consumed_ = 0;
+  }
+  std::span<const uint8_t> allowed(std::span<const int32_t> drafted) override {
+    MTP_CHECK(drafted.size() >= consumed_, "a draft only grows between allowed() calls");
+    for (; consumed_ < drafted.size(); ++consumed_) {
+      const int32_t id = drafted[consumed_];
+      // Nothing follows an end token; an id outside the sampled vocabulary was never allowed.
+      if (engine_.is_end(id, slot_) || id < 0 || id >= engine_.n_sample) return {};
+      auto next = slot_.grammar.matcher->advance(state_, engine_.token_bytes[static_cast<size_t>(id)]);
+      if (!next.ok() || *next == grammar::Matcher::kReject) return {};
+      state_ = *next;
+    }
+    // A matcher limit hit here comes back as the request's error when its verify row is sampled.
+    Expected<std::span<const uint8_t>> mask = engine_.grammar_mask(slot_, state_);
+    return mask.ok() ? *mask : std::span<const uint8_t>();
+  }
+
+ private:
+  Impl& engine_;
+  Slot& slot_;
+  grammar::Matcher::StateId state_ = grammar::Matcher::kReject;
+  size_t consumed_ = 0;  // drafted tokens state_ is after
+};
+
+void Engine::Impl::prepare_grammar_vocab() {
+  if (token_trie) return;
+  token_bytes = vocabulary_bytes(model.vocab(), n_sample);
+  token_trie.emplace(token_bytes);
+  ++grammar_vocab_builds;
+}
+
 Status Engine::Impl::start_grammar(Slot& s) {
   if (!s.opt.grammar) return Status::Ok();
   if (model.vocab().tokens.empty()) return invalid_argument("a grammar needs the model's vocabulary");
-  if (!token_trie) {
-    token_bytes = vocabulary_bytes(model.vocab(), n_sample);
-    token_trie.emplace(token_bytes);
-  }
+  prepare_grammar_vocab();
   MTP_ASSIGN_OR_RETURN(grammar::Matcher matcher, grammar::Matcher::create(s.opt.grammar));
   s.grammar.state = matcher.start();
   s.grammar.matcher.emplace(std::move(matcher));
   return Status::Ok();
 }
 
-Expected<int32_t> Engine::Impl::sample_token(Slot& s, std::span<const float> logits) {
-  if (!s.grammar.matcher) return s.sampler.sample(logits, s.generated);
-  MTP_RETURN_IF_ERROR(
-      grammar::fill_token_mask(*s.grammar.matcher, s.grammar.state, *token_trie, s.grammar.mask));
+Expected<std::span<const uint8_t>> Engine::Impl::grammar_mask(Slot& s, grammar::Matcher::StateId state) {
+  SlotGrammar& g = s.grammar;
+  for (size_t i = 0; i < g.n_masks; ++i)
+    if (g.masks[i].state == state) return std::span<const uint8_t>(g.masks[i].allowed);
+  // A step needs at most a draft's positions and the row after it; past that (never in practice), start over.
+  if (g.n_masks > static_cast<size_t>(speculative::kMaxDraftTokens) + 1) g.n_masks = 0;
+  if (g.n_masks == g.masks.size()) g.masks.emplace_back();
+  SlotGrammar::StateMask& m = g.masks[g.n_masks];
+  m.state = grammar::Matcher::kReject;  // until filled: a failed fill leaves no entry behind
+  MTP_RETURN_IF_ERROR(grammar::fill_token_mask(*g.matcher, state, *token_trie, m.allowed));
   // End tokens end the output only where the grammar may end; with ignore_eos they would be text, which no
   // grammar rule holds.
-  const bool may_end = s.grammar.matcher->is_complete(s.grammar.state) && !s.opt.ignore_eos;
+  const bool may_end = g.matcher->is_complete(state) && !s.opt.ignore_eos;
   for (int32_t id : opt.end_tokens)
-    if (id >= 0 && id < n_sample) s.grammar.mask[static_cast<size_t>(id)] = may_end;
+    if (id >= 0 && id < n_sample) m.allowed[static_cast<size_t>(id)] = may_end;
+  m.state = state;
+  ++g.n_masks;
+  return std::span<const uint8_t>(m.allowed);
+}
+
+speculative::DraftConstraint* Engine::Impl::draft_constraint(Slot& s) {
+  if (!s.grammar.matcher) return nullptr;
+  if (!s.grammar.draft) s.grammar.draft = std::make_unique<GrammarDraftConstraint>(*this, s);
+  auto* constraint = static_cast<GrammarDraftConstraint*>(s.grammar.draft.get());
+  constraint->restart();
+  return constraint;
+}
+
+Expected<int32_t> Engine::Impl::sample_token(Slot& s, std::span<const float> logits) {
+  if (!s.grammar.matcher) return s.sampler.sample(logits, s.generated);
+  MTP_ASSIGN_OR_RETURN(const std::span<const uint8_t> mask, grammar_mask(s, s.grammar.state));
   s.grammar.masked.assign(logits.begin(), logits.end());
   bool any = false;
   for (size_t id = 0; id < s.grammar.masked.size(); ++id) {
-    if (!s.grammar.mask[id]) s.grammar.masked[id] = -std::numeric_limits<float>::infinity();
-    any = any || s.grammar.mask[id];
+    if (!mask[id]) s.grammar.masked[id] = -std::numeric_limits<float>::infinity();
+    any = any || mask[id];
   }
   if (!any) return invalid_argument("the grammar allows no token of this vocabulary here");
   const int32_t id = s.sampler.sample(s.grammar.masked, s.generated);
   // A sampler may still land on a refused token when every allowed one is cut (a logit_bias of -infinity).
-  if (!s.grammar.mask[static_cast<size_t>(id)])
+  if (!mask[static_cast<size_t>(id)])
     return invalid_argument("every token the grammar allows here is excluded by logit_bias");
   return id;
 }

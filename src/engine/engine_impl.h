@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,12 +38,19 @@ struct SlotPrefix {
 };
 
 // Structured output (RequestOptions::grammar): the matcher and its state after the emitted tokens (a rejected
-// draft never advances it, so rollback needs nothing), and the step's mask and masked logits.
+// draft never advances it, so rollback needs nothing), this step's token masks by matcher state (the draft
+// head's masks along its path are the ones its verify rows sample under), and one row's masked logits.
 struct SlotGrammar {
+  struct StateMask {
+    grammar::Matcher::StateId state = grammar::Matcher::kReject;
+    std::vector<uint8_t> allowed;  // one byte per sampled vocabulary id
+  };
   std::optional<grammar::Matcher> matcher;
   grammar::Matcher::StateId state = 0;
-  std::vector<uint8_t> mask;
+  std::vector<StateMask> masks;  // masks[0 .. n_masks) hold this step's; the rest are buffers to reuse
+  size_t n_masks = 0;
   std::vector<float> masked;
+  std::unique_ptr<speculative::DraftConstraint> draft;  // what draft_constraint() hands the drafter
 };
 
 // This step: the slot's draft, and its rows row0..row0+n_rows-1 in the trunk batch.
@@ -94,9 +102,11 @@ struct Engine::Impl {
   Batch batch;
   Outputs out;
   Outputs head_out;  // logits of restored prompts (forward_logits)
-  // Structured output (engine_grammar.cpp): the vocabulary's bytes and their trie, built on first use.
+  // Structured output (engine_grammar.cpp): the vocabulary's bytes and their trie, built once (at create()
+  // with EngineOptions::prepare_grammar, else at the first request with a grammar).
   std::vector<std::string> token_bytes;
   std::optional<grammar::TokenTrie> token_trie;
+  int32_t grammar_vocab_builds = 0;
 
   Impl(const Model& m, const EngineOptions& o, ThreadPool& p, Memory mem)
       : model(m), opt(o), pool(p), memory(std::move(mem)), policy(o.policy) {}
@@ -187,15 +197,24 @@ struct Engine::Impl {
   }
 
   // Structured output (engine_grammar.cpp). start_grammar: at submit, the request's matcher (and the
-  // vocabulary trie on first use). sample_token: the slot's sampler over the logits with the tokens the
-  // grammar refuses at -infinity (an error when it allows none, or when the matcher hits its limits).
-  // advance_grammar: the state after an emitted token. grammar_finished: nothing more can follow.
+  // vocabulary trie on first use). grammar_mask: the tokens allowed in matcher state `state` (end tokens
+  // where the grammar may end), computed once a step per state. sample_token: the slot's sampler over the
+  // logits with the tokens the grammar refuses at -infinity (an error when it allows none, or when the
+  // matcher hits its limits). advance_grammar: the state after an emitted token. grammar_finished: nothing
+  // more can follow.
+  void prepare_grammar_vocab();
   Status start_grammar(Slot& s);
+  Expected<std::span<const uint8_t>> grammar_mask(Slot& s, grammar::Matcher::StateId state);
   Expected<int32_t> sample_token(Slot& s, std::span<const float> logits);
   void advance_grammar(Slot& s, int32_t id);
   bool grammar_finished(const Slot& s) const;
-  // Cuts the slot's draft at its first token the grammar refuses after the ones before it: verification
-  // samples under the same mask, so that row and the rows after it could only be rejected.
+  // The drafter's view of the slot's grammar (nullptr without one): masks along the draft path from a copy
+  // of the slot's state. Valid until the slot's next draft_constraint call.
+  speculative::DraftConstraint* draft_constraint(Slot& s);
+  class GrammarDraftConstraint;
+  // Cuts the slot's draft at its first token the grammar refuses after the ones before it (a drafter that
+  // ignores the constraint): verification samples under the same mask, so that row and the rows after it
+  // could only be rejected.
   void trim_draft_to_grammar(Slot& s);
 
   // Prefix cache (engine_cache.cpp).

@@ -23,6 +23,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
   int64_t prompt_left = 0;
   for (Slot& s : slots) {
     s.step.drafted.clear();
+    s.grammar.n_masks = 0;
     if (s.state == SlotState::kGenerate) gen.push_back(&s);
     if (s.state == SlotState::kPrompt) prompt_left += static_cast<int64_t>(s.prompt.size()) - s.prompt_done;
   }
@@ -89,6 +90,7 @@ Status Engine::Impl::draft(std::span<Slot* const> gen, std::span<const int32_t> 
     t.params.n_min = std::min(t.params.n_min, k[i]);
     // The policy's head, unless the request asked for the full one (its draft_vocab 0).
     t.params.subset = t.params.subset && info.head == speculative::DraftHead::kSubset;
+    t.constraint = draft_constraint(*gen[i]);
     tasks.push_back(std::move(t));
     task_slot.push_back(gen[i]);
     k_max = std::max(k_max, k[i]);

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "base/check.h"
+
 #include "grammar/grammar.h"
 
 namespace mtp::grammar {
@@ -68,22 +70,6 @@ const std::set<std::string>& supported_keywords() {
   return keys;
 }
 
-// A GBNF string literal for `text` (UTF-8 kept; quotes, backslashes and control bytes escaped).
-std::string gbnf_literal(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += str_cat("\\x", "0123456789ABCDEF"[c >> 4], "0123456789ABCDEF"[c & 15]);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string rule_name_from(const std::string& hint) {
   std::string name;
   for (char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
@@ -92,12 +78,22 @@ std::string rule_name_from(const std::string& hint) {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  // The rules named in `schemas` are the callers'; generated rules never take those names (nor "root").
+  explicit Compiler(std::span<const NamedSchema> schemas) : schemas_(schemas) {
+    reserved_.insert("root");
+    for (const NamedSchema& n : schemas) reserved_.insert(n.rule);
+  }
 
+  // Every schema's rule, then the rules they use, one a line.
   Expected<std::string> run() {
-    auto body = visit(root_, "#", "root");
-    if (!body) return body.status();
-    std::string out = "root ::= " + *body + "\n";
+    std::string out;
+    for (const NamedSchema& n : schemas_) {
+      root_ = n.schema;
+      refs_.clear();  // "$ref"s resolve within the schema they are in
+      auto body = visit(*root_, n.at, n.rule);
+      if (!body) return body.status();
+      out += n.rule + " ::= " + *body + "\n";
+    }
     for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
     return out;
   }
@@ -151,7 +147,7 @@ class Compiler {
 
   std::string new_rule(const std::string& hint, const std::string& body) {
     std::string name = rule_name_from(hint);
-    for (int i = 1; rules_.count(name) || primitives().count(name) || name == "root"; ++i)
+    for (int i = 1; rules_.count(name) || primitives().count(name) || reserved_.count(name); ++i)
       name = str_cat(rule_name_from(hint), "-", i);
     rules_[name] = body;
     return name;
@@ -163,15 +159,15 @@ class Compiler {
     if (auto it = refs_.find(target); it != refs_.end()) return it->second;
     const Json* schema = nullptr;
     if (target == "#") {
-      schema = &root_;
+      schema = root_;
     } else {
       for (const char* defs : {"#/$defs/", "#/definitions/"}) {
         const std::string prefix = defs;
         if (target.rfind(prefix, 0) != 0) continue;
         const std::string key = prefix.substr(2, prefix.size() - 3);
         const std::string name = target.substr(prefix.size());
-        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name))
-          schema = &root_[key][name];
+        if (root_->contains(key) && (*root_)[key].is_object() && (*root_)[key].contains(name))
+          schema = &(*root_)[key][name];
       }
     }
     if (!schema)
@@ -268,7 +264,9 @@ class Compiler {
 
   Expected<std::string> object_rule(const Json& schema, const std::string& at, const std::string& hint);
 
-  const Json& root_;
+  std::span<const NamedSchema> schemas_;
+  std::set<std::string> reserved_;
+  const Json* root_ = nullptr;  // the schema being compiled
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
 };
@@ -324,8 +322,31 @@ Expected<std::string> Compiler::object_rule(const Json& schema, const std::strin
 
 }  // namespace
 
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += str_cat("\\x", "0123456789ABCDEF"[c >> 4], "0123456789ABCDEF"[c & 15]);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+Expected<std::string> json_schema_rules(std::span<const NamedSchema> schemas) {
+  for (const NamedSchema& n : schemas)
+    MTP_CHECK(!n.rule.empty() && rule_name_from(n.rule) == n.rule && n.schema != nullptr,
+              "a schema's rule needs a GBNF name");
+  return Compiler(schemas).run();
+}
+
 Expected<std::string> json_schema_to_gbnf(const Json& schema) {
-  auto text = Compiler(schema).run();
+  const NamedSchema root{"root", &schema, "#"};
+  auto text = json_schema_rules({&root, 1});
   if (!text) return text.status();
   auto check = parse_gbnf(*text);
   if (!check)

@@ -540,6 +540,55 @@ std::optional<ApiError> parse_native_completion_request(const Json& body, const 
   return std::nullopt;
 }
 
+namespace {
+
+// tool_choice: "auto" (the default), "none" (tools hidden from the template, calls not parsed), "required"
+// (a call of one of the tools) or {"type": "function", "function": {"name": NAME}} (a call of that tool); the
+// last two constrain the reply with a grammar, so they exclude the other constraints.
+Err parse_tool_choice(const Json& tc, GenerationParams& out) {
+  if (tc.is_string() && tc == "auto") return std::nullopt;
+  if (tc.is_string() && tc == "none") {
+    out.chat.tools = Json();
+    out.parse_tool_calls = false;
+    return std::nullopt;
+  }
+  const bool named = tc.is_object() && tc.value("type", Json()) == "function";
+  if (!(tc.is_string() && tc == "required") && !named)
+    return bad_request(
+        str_cat("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                "\"function\": {\"name\": ...}}, got ",
+                tc.dump()),
+        "tool_choice");
+  std::string name;
+  if (named) {
+    const auto fn = tc.find("function");
+    if (fn == tc.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+      return bad_request("'tool_choice.function.name' must be a string", "tool_choice");
+    name = (*fn)["name"].get<std::string>();
+  }
+  if (out.chat.tools.is_null())
+    return bad_request(str_cat("'tool_choice' ", tc.dump(), " needs 'tools'"), "tool_choice");
+  if (named) {
+    bool found = false;
+    for (const Json& t : out.chat.tools)
+      found = found || (t.is_object() && t.contains("function") && t["function"].is_object() &&
+                        t["function"].value("name", Json()) == name);
+    if (!found)
+      return bad_request(
+          str_cat("'tool_choice' names the function \"", name, "\", which 'tools' does not define"),
+          "tool_choice");
+  }
+  if (out.options.grammar)
+    return bad_request(
+        "a forced 'tool_choice' and 'grammar', 'json_schema' or 'response_format' (json) "
+        "cannot be combined",
+        "tool_choice");
+  out.forced_tool = std::move(name);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> parse_chat_messages(const Json& body, const RequestDefaults& d,
                                             GenerationParams& out) {
   const Json* m = field(body, "messages");
@@ -552,18 +601,10 @@ std::optional<ApiError> parse_chat_messages(const Json& body, const RequestDefau
     if (!t->empty()) out.chat.tools = *t;
   }
   out.parse_tool_calls = true;
-  if (const Json* tc = field(body, "tool_choice")) {
-    const std::string choice = tc->is_string() ? tc->get<std::string>() : (tc->is_object() ? "function" : "");
-    if (choice == "none") {
-      out.chat.tools = Json();
-      out.parse_tool_calls = false;
-    } else if (choice != "auto") {
-      return bad_request(
-          str_cat("'tool_choice' ", tc->dump(),
-                  " is not supported (it needs constrained decoding); use \"auto\" or \"none\""),
-          "tool_choice");
-    }
-  }
+  if (const Json* tc = field(body, "tool_choice")) MTP_API_TRY(parse_tool_choice(*tc, out));
+  std::optional<bool> parallel;
+  MTP_API_TRY(get_bool(body, "parallel_tool_calls", parallel));
+  out.parallel_tool_calls = parallel.value_or(false);
   out.chat.enable_thinking = d.enable_thinking;
   out.chat.extra_context = d.chat_template_kwargs.is_object() ? d.chat_template_kwargs : Json::object();
   if (const Json* kw = field(body, "chat_template_kwargs")) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "base/check.h"
 #include "base/timer.h"
@@ -37,6 +38,23 @@ int32_t argmax(std::span<const float> v) {
   for (size_t i = 1; i < v.size(); ++i)
     if (v[i] > v[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
   return best;
+}
+
+// `logits` with the tokens a constraint refuses at -infinity, in `out`: entry i is token ids[i] (or token i
+// when ids is empty), allowed where allowed[token] != 0. Empty when no entry is allowed, so the head's choice
+// and its confidence are taken among the allowed tokens only, as the verify row samples them.
+std::span<const float> mask_logits(std::span<const float> logits, std::span<const int32_t> ids,
+                                   std::span<const uint8_t> allowed, std::vector<float>& out) {
+  out.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t id = ids.empty() ? i : static_cast<size_t>(ids[i]);
+    if (id < allowed.size() && allowed[id] != 0)
+      any = true;
+    else
+      out[i] = -std::numeric_limits<float>::infinity();
+  }
+  return any ? std::span<const float>(out) : std::span<const float>();
 }
 
 }  // namespace
@@ -172,6 +190,14 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
         logits = {sub_logits_.data() + sub_row++ * vocab_->size(), static_cast<size_t>(vocab_->size())};
       } else {
         logits = out_.logits_of(row[t]);
+      }
+      if (task.constraint != nullptr) {
+        logits = mask_logits(logits, subset ? vocab_->ids() : std::span<const int32_t>(),
+                             task.constraint->allowed(task.draft), masked_);
+        if (logits.empty()) {  // nothing the head can propose may follow
+          row[t] = -1;
+          continue;
+        }
       }
       const int32_t best = argmax(logits);
       const int32_t id = subset ? vocab_->ids()[static_cast<size_t>(best)] : best;

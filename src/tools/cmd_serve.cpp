@@ -217,6 +217,8 @@ int serve(ServeArgs& a) {
   eo.cache_type_v = a.kv.v;
   eo.end_tokens = default_end_tokens(model->vocab());
   eo.n_sample = tok->n_tokens();
+  // The grammar's vocabulary trie now, not in the engine loop's first grammar step.
+  eo.prepare_grammar = true;
   // Now that the model is loaded, the default budget leaves room for what it took.
   const uint64_t available = available_memory_bytes();
   if (auto budget = prefix_cache_budget(a.cache_ram_mib, physical_memory_bytes(), available); budget.ok())

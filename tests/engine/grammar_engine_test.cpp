@@ -38,8 +38,8 @@ struct Fixture {
   Tokenizer tokenizer;
   ThreadPool pool{2};
 
-  static Fixture load() {
-    auto m = Model::load(structured_model(GgmlType::Q8_0));
+  static Fixture load(double noise = 1.75) {
+    auto m = Model::load(structured_model(GgmlType::Q8_0, noise));
     if (!m.ok()) throw std::runtime_error(m.status().message());
     auto t = Tokenizer::create(m->vocab());
     if (!t.ok()) throw std::runtime_error(t.status().message());
@@ -129,6 +129,29 @@ TEST(GrammarEngine, AcceptedAndRejectedDraftsAlongTheGrammarPath) {
   EXPECT_LT(accepted, drafted);
 }
 
+// The draft head picks among the tokens the grammar allows (from a copy of the slot's grammar state advanced
+// along its draft), so on a model whose head agrees with its trunk most drafts are kept; unmasked, the head
+// proposes the chain's next token, which a JSON grammar mostly refuses.
+TEST(GrammarEngine, DraftHeadChoosesAmongAllowedTokens) {
+  Fixture f = Fixture::load(0.5);
+  RequestOptions ro;
+  ro.max_tokens = 200;
+  ro.grammar = compile(*grammar::json_schema_to_gbnf(Json::parse(kSchema)));
+  auto plain = f.engine(false);
+  auto drafting = f.engine(true, 3);
+  speculative::SpecStats spec;
+  int64_t generated = 0;
+  for (const auto& prompt : test_prompts(4, 11)) {
+    const Generation a = generate(*plain, prompt, ro);
+    const Generation b = generate(*drafting, prompt, ro);
+    EXPECT_EQ(a.tokens, b.tokens);
+    spec.merge(b.timings.spec);
+    generated += static_cast<int64_t>(b.tokens.size());
+  }
+  // Measured: 122 of 186 tokens came from accepted drafts (176 drafted); 0 with the head unmasked.
+  EXPECT_GT(spec.accepted, generated / 2) << spec.drafted << " drafted";
+}
+
 // A draft the grammar refuses is cut before verification (it could only be rejected there).
 TEST(GrammarEngine, DraftsTheGrammarRefusesAreCut) {
   Fixture f = Fixture::load();
@@ -146,6 +169,33 @@ TEST(GrammarEngine, DraftsTheGrammarRefusesAreCut) {
   const Generation g = generate(*drafting, prompt, ro);
   EXPECT_TRUE(std::regex_match(f.tokenizer.decode(g.tokens), std::regex("[0-9]{20}")));
   EXPECT_EQ(g.timings.spec.drafted, 0);
+}
+
+// The vocabulary's trie is built once: at create() when asked (as `mtp serve` does), else at the first
+// request with a grammar; later grammar requests use it.
+TEST(GrammarEngine, VocabularyTrieIsBuiltOnce) {
+  Fixture f = Fixture::load();
+  RequestOptions ro;
+  ro.max_tokens = 8;
+  ro.grammar = compile(R"(root ::= [0-9]+)");
+  auto lazy = f.engine(false);
+  EXPECT_EQ(lazy->grammar_vocab_builds(), 0);
+  generate(*lazy, test_prompts(1)[0], RequestOptions{});
+  EXPECT_EQ(lazy->grammar_vocab_builds(), 0);
+  for (int i = 0; i < 2; ++i) {
+    generate(*lazy, test_prompts(1)[0], ro);
+    EXPECT_EQ(lazy->grammar_vocab_builds(), 1);
+  }
+  EngineOptions eo;
+  eo.end_tokens = default_end_tokens(f.model.vocab());
+  eo.prepare_grammar = true;
+  auto ready = make_engine(f.model, eo, f.pool);
+  EXPECT_EQ(ready->grammar_vocab_builds(), 1);
+  for (int i = 0; i < 2; ++i) {
+    const Generation g = generate(*ready, test_prompts(1)[0], ro);
+    EXPECT_TRUE(std::regex_match(f.tokenizer.decode(g.tokens), std::regex("[0-9]+")));
+    EXPECT_EQ(ready->grammar_vocab_builds(), 1);
+  }
 }
 
 TEST(GrammarEngine, GbnfLanguageIsAllThatComesOut) {

@@ -349,6 +349,27 @@ TEST(ApiTest, ChatRequests) {
   EXPECT_EQ(chat(R"({"prompt": "hi"})")->param, "messages");
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})")->param,
             "tool_choice");
+  // Forced calls: "required" or a named function that 'tools' defines, and no other constraint with them.
+  const std::string tools = R"("messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])";
+  ASSERT_FALSE(chat("{" + tools + R"(, "tool_choice": "required", "parallel_tool_calls": true})", &p));
+  EXPECT_EQ(p.forced_tool, std::optional<std::string>(""));
+  EXPECT_TRUE(p.parallel_tool_calls);
+  ASSERT_FALSE(
+      chat("{" + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "g"}}})", &p));
+  EXPECT_EQ(p.forced_tool, std::optional<std::string>("g"));
+  EXPECT_FALSE(p.parallel_tool_calls);
+  ASSERT_FALSE(chat("{" + tools + R"(, "tool_choice": "auto"})", &p));
+  EXPECT_FALSE(p.forced_tool.has_value());
+  auto unknown = chat("{" + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "h"}}})");
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->message, "'tool_choice' names the function \"h\", which 'tools' does not define");
+  EXPECT_EQ(chat("{" + tools + R"(, "tool_choice": {"type": "function", "function": {}}})")->param,
+            "tool_choice");
+  EXPECT_EQ(chat("{" + tools + R"(, "tool_choice": "sometimes"})")->param, "tool_choice");
+  EXPECT_EQ(chat("{" + tools + R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})")
+                ->param,
+            "tool_choice");
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})")->param,
             "top_logprobs");
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_format": "x"})")->param,

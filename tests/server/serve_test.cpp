@@ -500,6 +500,64 @@ TEST(ServeTest, StructuredOutput) {
       << r.body;
 }
 
+// tool_choice "required" or a named function: the reply is a call (finish_reason "tool_calls") of one of the
+// tools, or of the named one, whose arguments validate against its parameters; with and without drafting.
+TEST(ServeTest, ForcedToolCalls) {
+  ServerProcess srv(kModel + " --spec mtp --draft-max 3");
+  const int port = srv.port();
+  const Json weather = Json::parse(R"({"type":"object","properties":{"city":{"type":"string","maxLength":12},
+      "unit":{"enum":["celsius","fahrenheit"]},"days":{"type":"integer"}},
+      "required":["city","unit"],"additionalProperties":false})");
+  const Json search = Json::parse(R"({"type":"object","properties":{"query":{"type":"string"},
+      "limit":{"type":"integer"}},"required":["query"],"additionalProperties":false})");
+  auto tool = [](const std::string& name, const Json& parameters) {
+    return Json{{"type", "function"}, {"function", {{"name", name}, {"parameters", parameters}}}};
+  };
+  Json body = {{"messages", Json::array({Json{{"role", "user"}, {"content", "Weather in Paris?"}}})},
+               {"tools", Json::array({tool("get_weather", weather), tool("search", search)})},
+               {"max_tokens", 200},
+               {"temperature", 0}};
+  const std::vector<Json> choices = {"required",
+                                     Json{{"type", "function"}, {"function", {{"name", "search"}}}},
+                                     Json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}};
+  for (const Json& choice : choices) {
+    std::string calls[2];
+    for (int spec = 0; spec < 2; ++spec) {
+      Json b = body;
+      b["tool_choice"] = choice;
+      b["speculative"] = spec == 1;
+      const Json r = post_json(port, "/v1/chat/completions", b);
+      ASSERT_TRUE(r.contains("choices")) << r.dump();
+      const Json& c = r["choices"][0];
+      EXPECT_EQ(c["finish_reason"], "tool_calls") << r.dump();
+      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.dump();
+      const Json& fn = c["message"]["tool_calls"][0]["function"];
+      const std::string name = fn["name"].get<std::string>();
+      if (choice.is_object()) EXPECT_EQ(name, choice["function"]["name"]);
+      ASSERT_TRUE(name == "get_weather" || name == "search") << name;
+      const Json args = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      ASSERT_TRUE(args.is_object()) << fn.dump();
+      EXPECT_EQ(gate::schema_violation(name == "search" ? search : weather, args), "") << fn.dump();
+      calls[spec] = fn.dump();
+    }
+    EXPECT_EQ(calls[0], calls[1]) << choice.dump();
+  }
+  Json bad = body;
+  bad["tool_choice"] = {{"type", "function"}, {"function", {{"name", "book_flight"}}}};
+  HttpResponse r = http_post(port, "/v1/chat/completions", bad.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(
+      r.body.find("'tool_choice' names the function \\\"book_flight\\\", which 'tools' does not define"),
+      std::string::npos)
+      << r.body;
+  bad = body;
+  bad.erase("tools");
+  bad["tool_choice"] = "required";
+  r = http_post(port, "/v1/chat/completions", bad.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("needs 'tools'"), std::string::npos) << r.body;
+}
+
 // Both draft heads under the auto policy: /props and the banner say so, and a request may name the server's
 // subset size (the control tokens it adds do not change the size a request names) or the full head.
 TEST(ServeTest, DraftHeadsUnderAuto) {

@@ -66,6 +66,12 @@ class ChatTemplate {
   OutputFormat output_format(const ChatRequest& request, std::string_view prompt,
                              ReasoningFormat reasoning = ReasoningFormat::kDeepseek) const;
 
+  // The syntax this template writes tool calls in, which its model answers in (output_parser.h): Qwen3.5/
+  // 3.6's XML when the template writes "<function=", else Hermes JSON (Qwen2.5/Qwen3, the ChatML fallback).
+  ToolCallSyntax tool_call_syntax() const {
+    return source_.find("<function=") != std::string::npos ? ToolCallSyntax::kXml : ToolCallSyntax::kJson;
+  }
+
   bool is_fallback() const { return fallback_; }
   const std::string& source() const { return source_; }
 

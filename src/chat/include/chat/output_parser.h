@@ -25,6 +25,9 @@ enum class ReasoningFormat {
   kDeepseek,  // thinking goes to reasoning_content, apart from content
 };
 
+// <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> or the <function=NAME> form above.
+enum class ToolCallSyntax { kJson, kXml };
+
 struct ToolCall {
   std::string id;  // "call_..."
   std::string name;

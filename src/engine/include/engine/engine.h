@@ -73,6 +73,9 @@ struct EngineOptions {
   // Tokens that end generation (EOS, end of turn); ids >= n_sample are never sampled (embedding padding).
   std::vector<int32_t> end_tokens;
   int64_t n_sample = 0;  // 0: the model's n_vocab
+  // Structured output: build the vocabulary's byte trie in create() (`mtp serve`), so that no step waits for
+  // it (0.3 s at 248K ids); otherwise it is built at the first request with a grammar. Built once either way.
+  bool prepare_grammar = false;
   // Tests: a drafter other than the MTP one, made once the engine's memory exists (spec must be kMtp).
   std::function<Expected<std::unique_ptr<speculative::Drafter>>(const Model&, Memory&, ThreadPool&)>
       make_drafter;
@@ -213,6 +216,8 @@ class Engine {
   const Memory& memory() const;
   speculative::Drafter* drafter();
   int32_t seq_of(uint64_t request_id) const;
+  // How many times the grammar's vocabulary trie was built (0 or 1).
+  int32_t grammar_vocab_builds() const;
 
  private:
   struct Impl;

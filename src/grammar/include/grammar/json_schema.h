@@ -9,7 +9,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -17,6 +19,20 @@ namespace mtp::grammar {
 
 // Properties keep the schema's order, so the schema must be parsed as an ordered_json.
 Expected<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+
+// Several schemas in one grammar, for a caller that writes its own `root` around JSON values (a tool call in
+// a chat template's syntax): schemas[i]'s values match the rule named schemas[i].rule (a GBNF name: letters,
+// digits, '-'), the rules they use are shared, and each schema's "$ref"s resolve within it. `at` is where
+// the schema is, for errors ("#" for a whole document). The rules come one a line, without a root.
+struct NamedSchema {
+  std::string rule;
+  const nlohmann::ordered_json* schema = nullptr;
+  std::string at = "#";
+};
+Expected<std::string> json_schema_rules(std::span<const NamedSchema> schemas);
+
+// A GBNF string literal for `text` (UTF-8 kept; quotes, backslashes and control bytes escaped).
+std::string gbnf_literal(std::string_view text);
 
 // Any JSON object (OpenAI's response_format {"type": "json_object"}), as GBNF.
 std::string json_object_gbnf();

@@ -80,6 +80,10 @@ struct GenerationParams {
   chat::ChatRequest chat;
   chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::kDeepseek;
   bool parse_tool_calls = true;  // false with "tool_choice": "none"
+  // tool_choice "required" ("") or a named function: the reply is forced to be a call of that tool (or of any
+  // of `chat.tools`), by a grammar built once the chat template is known (tool_grammar.h).
+  std::optional<std::string> forced_tool;
+  bool parallel_tool_calls = false;  // with a forced call: more calls may follow the first
 };
 
 // The fields shared by both endpoints (sampling, limits, stop, stream, speculative). `chat` selects the

@@ -36,12 +36,27 @@ inline constexpr int32_t kMaxDraftTokens = 16;
 inline constexpr OptionRange kDraftPMin{0, 1};
 Status check_draft_params(const DraftParams& p);
 
+// Structured output's hold on a draft: which tokens may stand at each draft position, given the tokens
+// drafted before it. The engine implements it over the request's grammar (a copy of the grammar's state,
+// advanced along the draft); here it is only a mask, so this layer knows nothing of grammars.
+class DraftConstraint {
+ public:
+  virtual ~DraftConstraint() = default;
+  // The tokens allowed at the draft position that follows `drafted` (this draft's tokens so far, after the
+  // task's last_token): allowed[id] != 0, one entry per vocabulary id. Empty: no token may follow, so the
+  // draft stops. The span stays valid until the next call.
+  virtual std::span<const uint8_t> allowed(std::span<const int32_t> drafted) = 0;
+};
+
 // One sequence's request for a draft this step.
 struct DraftTask {
   int32_t seq = 0;
   int32_t last_token = 0;  // the last sampled token, at position `pos`, not yet in the trunk
   int64_t pos = 0;
-  DraftParams params;          // params.n_max > 0
+  DraftParams params;  // params.n_max > 0
+  // Optional (not owned): a drafter that honours it drafts only allowed tokens, its head's choice taken
+  // among them; one that does not leaves the engine to cut the draft at the first refused token.
+  DraftConstraint* constraint = nullptr;
   std::vector<int32_t> draft;  // out: 0..n_max tokens for positions pos+1, pos+2, ...
 };
 

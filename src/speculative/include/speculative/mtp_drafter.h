@@ -7,6 +7,9 @@
 // does not draft (throttled, or drafting off for its request) therefore costs nothing; when it drafts again,
 // its backlog goes through as one batched pass. Draft rows past the seed row are scratch: the next pass drops
 // them (forward_mtp drops the sequence's MTP rows at >= its first row's position).
+//
+// A task with a DraftConstraint drafts the head's most likely allowed token at each position (its p_min
+// confidence is over the allowed tokens too), and stops where nothing it can propose is allowed.
 #pragma once
 
 #include <memory>
@@ -73,6 +76,7 @@ class MtpDrafter final : public Drafter {
   Batch batch_;
   Outputs out_;
   std::vector<float> sub_h_, sub_logits_;  // subset head: hiddens in, logits out
+  std::vector<float> masked_;              // one row's logits under its task's constraint
   std::vector<DraftPass> passes_;          // of the last draft() call
 };
 

@@ -1,0 +1,118 @@
+// Forced tool-call grammars (server/tool_grammar.h) in both syntaxes: the calls a template writes are
+// accepted whole and parse into their arguments; a wrong tool, a missing required parameter, a value of the
+// wrong type or text around the call is refused.
+#include "server/tool_grammar.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "chat/output_parser.h"
+#include "grammar/matcher.h"
+
+namespace mtp::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const Json kTools = Json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
+                   "days": {"type": "integer"}},
+    "required": ["city", "unit"]}}},
+  {"type": "function", "function": {"name": "now"}}])");
+
+// Whether the grammar takes the whole of `text` (a complete string of it).
+bool accepts(const std::string& gbnf, const std::string& text) {
+  auto g = grammar::parse_gbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.status().message() << "\n" << gbnf;
+  if (!g.ok()) return false;
+  auto m = grammar::Matcher::create(std::make_shared<const grammar::Grammar>(std::move(*g)));
+  EXPECT_TRUE(m.ok());
+  auto s = m->advance(m->start(), text);
+  return s.ok() && *s != grammar::Matcher::kReject && m->is_complete(*s);
+}
+
+std::string gbnf(chat::ToolCallSyntax syntax, std::string_view only = "", bool reasoning = false,
+                 bool parallel = false) {
+  auto text = tool_call_gbnf(kTools, only, {syntax, reasoning, parallel});
+  EXPECT_TRUE(text.ok()) << text.status().message();
+  return text.ok() ? *text : "";
+}
+
+std::vector<chat::ToolCall> parse(const std::string& reply, bool reasoning = false) {
+  chat::OutputFormat f;
+  f.tools = kTools;
+  f.starts_in_reasoning = reasoning;
+  chat::OutputParser p(f);
+  p.feed(reply);
+  p.finish();
+  EXPECT_TRUE(p.result().warnings.empty()) << p.result().warnings[0];
+  return p.result().tool_calls;
+}
+
+TEST(ToolGrammar, JsonSyntax) {
+  const std::string g = gbnf(chat::ToolCallSyntax::kJson);
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+      "\"celsius\"}}\n"
+      "</tool_call>";
+  EXPECT_TRUE(accepts(g, call));
+  EXPECT_TRUE(accepts(g, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+  const auto calls = parse(call);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(Json::parse(calls[0].arguments), Json::parse(R"({"city": "Paris", "unit": "celsius"})"));
+  EXPECT_FALSE(accepts(g, "Sure. " + call));     // text before
+  EXPECT_FALSE(accepts(g, call + "\n" + call));  // a second call
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(g,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                       "</tool_call>"));  // unit is required
+  EXPECT_FALSE(accepts(g,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", "
+                       "\"unit\": \"kelvin\"}}\n</tool_call>"));
+  EXPECT_TRUE(accepts(gbnf(chat::ToolCallSyntax::kJson, "", false, true), call + "\n" + call));
+  // Named: only that tool.
+  EXPECT_FALSE(accepts(gbnf(chat::ToolCallSyntax::kJson, "now"), call));
+}
+
+TEST(ToolGrammar, XmlSyntaxAfterReasoning) {
+  const std::string g = gbnf(chat::ToolCallSyntax::kXml, "get_weather", true);
+  const std::string call =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose <CA>, a < b\n</parameter>\n"
+      "<parameter=unit>\nfahrenheit\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</"
+      "tool_call>";
+  const std::string reply = "The user wants the weather.\n</think>\n\n" + call;
+  EXPECT_TRUE(accepts(g, reply));
+  const auto calls = parse(reply, true);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(Json::parse(calls[0].arguments),
+            Json::parse(R"({"city": "San Jose <CA>, a < b", "unit": "fahrenheit", "days": 3})"));
+  EXPECT_FALSE(accepts(g, call));  // the reasoning block must close first
+  EXPECT_FALSE(accepts(g, "x</think>\n" + std::string(call).replace(call.find("fahrenheit"), 10, "kelvin")));
+  EXPECT_FALSE(accepts(g, "x</think>\n" + std::string(call).replace(call.find(">\n3\n"), 4, ">\nthree\n")));
+  // A raw string value cannot hold what would end it early.
+  EXPECT_FALSE(accepts(g, "x</think>\n" + std::string(call).replace(call.find("San"), 3, "</b>")));
+  EXPECT_FALSE(accepts(g,
+                       "x</think>\n<tool_call>\n<function=get_weather>\n<parameter=unit>\ncelsius\n"
+                       "</parameter>\n</function>\n</tool_call>"));  // city is required
+}
+
+TEST(ToolGrammar, Errors) {
+  auto named = tool_call_gbnf(kTools, "book_flight", {});
+  ASSERT_FALSE(named.ok());
+  EXPECT_EQ(named.status().message(), "no tool in 'tools' is named \"book_flight\"");
+  Json tools = kTools;
+  tools[0]["function"]["parameters"]["properties"]["days"]["minimum"] = 1;
+  auto bad = tool_call_gbnf(tools, "", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'minimum' at tools[0].function.parameters#/properties/days"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(tool_call_gbnf(Json::parse(R"([{"type": "function"}])"), "", {}).ok());
+}
+
+}  // namespace
+}  // namespace mtp::server
