@@ -4,7 +4,10 @@
 // automaton is built as it goes); later runs reuse it, as one request's later steps and a server's later
 // requests with the same schema would. A program printing numbers, not a test.
 //
-//   mask_bench [--vocab 248320] [--model MODEL.gguf] [--runs 3] [--seed 1]
+//   mask_bench [--vocab 248320] [--model MODEL.gguf] [--runs 3] [--seed 1] [--no-cache]
+//
+// Each run keeps long walks' masks in a fresh TokenMaskCache, as the engine does for each request;
+// --no-cache walks the trie at every step.
 //
 // Without --model the vocabulary is synthetic: the 256 single bytes, then BPE-like pieces (words with and
 // without a leading space, capitalised, digit runs, JSON punctuation runs, whitespace runs, CJK characters)
@@ -146,6 +149,8 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "runs over the document (the first from a fresh matcher)")
       ->check(CLI::Range(1, 100));
   app.add_option("--seed", seed, "synthetic vocabulary seed");
+  bool no_cache = false;
+  app.add_flag("--no-cache", no_cache, "walk the trie at every step (no TokenMaskCache)");
   bench::parse_or_exit(app, argc, argv);
 
   std::vector<std::string> vocab;
@@ -175,10 +180,11 @@ int main(int argc, char** argv) {
     double cpu_ms = 0;
     size_t allowed_sum = 0;
     Matcher::StateId s = matcher->start();
+    TokenMaskCache cache;
     for (int32_t id : tokens) {
       Timer t;
       const double cpu0 = thread_cpu_ms();
-      if (Status st = fill_token_mask(*matcher, s, trie, mask); !st.ok()) {
+      if (Status st = fill_token_mask(*matcher, s, trie, mask, no_cache ? nullptr : &cache); !st.ok()) {
         std::fprintf(stderr, "mask_bench: %s\n", st.message().c_str());
         return 1;
       }
@@ -195,11 +201,12 @@ int main(int argc, char** argv) {
     for (double v : ms) sum += v;
     std::printf(
         "run %d (%s): mask per step mean %.2f ms (CPU %.2f ms), p50 %.2f, p90 %.2f, max %.2f; %zu tokens "
-        "allowed on average; %zu matcher states; complete at the end: %s\n",
+        "allowed on average; %zu matcher states; %zu masks from the cache (%zu kept); complete at the end: "
+        "%s\n",
         run, run == 1 ? "fresh matcher" : "warm", sum / static_cast<double>(ms.size()),
         cpu_ms / static_cast<double>(ms.size()), percentile(ms, 0.5), percentile(ms, 0.9),
         *std::max_element(ms.begin(), ms.end()), allowed_sum / ms.size(), matcher->state_count(),
-        matcher->is_complete(s) ? "yes" : "no");
+        cache.hits(), cache.size(), matcher->is_complete(s) ? "yes" : "no");
   }
   return 0;
 }

@@ -90,7 +90,7 @@ Expected<std::span<const uint8_t>> Engine::Impl::grammar_mask(Slot& s, grammar::
   if (g.n_masks == g.masks.size()) g.masks.emplace_back();
   SlotGrammar::StateMask& m = g.masks[g.n_masks];
   m.state = grammar::Matcher::kReject;  // until filled: a failed fill leaves no entry behind
-  MTP_RETURN_IF_ERROR(grammar::fill_token_mask(*g.matcher, state, *token_trie, m.allowed));
+  MTP_RETURN_IF_ERROR(grammar::fill_token_mask(*g.matcher, state, *token_trie, m.allowed, &g.mask_cache));
   // End tokens end the output only where the grammar may end; with ignore_eos they would be text, which no
   // grammar rule holds.
   const bool may_end = g.matcher->is_complete(state) && !s.opt.ignore_eos;

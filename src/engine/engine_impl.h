@@ -49,6 +49,7 @@ struct SlotGrammar {
   grammar::Matcher::StateId state = 0;
   std::vector<StateMask> masks;  // masks[0 .. n_masks) hold this step's; the rest are buffers to reuse
   size_t n_masks = 0;
+  grammar::TokenMaskCache mask_cache;  // masks of states that are long to walk, for the whole request
   std::vector<float> masked;
   std::unique_ptr<speculative::DraftConstraint> draft;  // what draft_constraint() hands the drafter
 };

@@ -38,15 +38,41 @@ void TokenTrie::build(const std::vector<std::string>& bytes, std::vector<uint32_
   }
 }
 
-Status fill_token_mask(Matcher& m, Matcher::StateId s, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+namespace {
+
+void unpack_bits(const std::vector<uint64_t>& bits, std::vector<uint8_t>& allowed) {
+  for (size_t id = 0; id < allowed.size(); ++id)
+    allowed[id] = static_cast<uint8_t>((bits[id >> 6] >> (id & 63)) & 1);
+}
+
+std::vector<uint64_t> pack_bits(const std::vector<uint8_t>& allowed) {
+  std::vector<uint64_t> bits((allowed.size() + 63) / 64, 0);
+  for (size_t id = 0; id < allowed.size(); ++id)
+    bits[id >> 6] |= static_cast<uint64_t>(allowed[id] != 0) << (id & 63);
+  return bits;
+}
+
+}  // namespace
+
+Status fill_token_mask(Matcher& m, Matcher::StateId s, const TokenTrie& trie, std::vector<uint8_t>& allowed,
+                       TokenMaskCache* cache) {
   allowed.assign(trie.vocab_size_, 0);
   m.reset_work();
   if (s == Matcher::kReject) return Status::Ok();
+  if (cache != nullptr) {
+    if (auto it = cache->masks_.find(s); it != cache->masks_.end()) {
+      unpack_bits(it->second, allowed);
+      ++cache->hits_;
+      return Status::Ok();
+    }
+  }
+  size_t visited = 0;  // trie nodes stepped through: what this walk cost
   // state_at[d] is the matcher's state after the first d bytes of the current node's path.
   std::vector<Matcher::StateId> state_at(1, s);
   const auto& nodes = trie.nodes_;
   for (size_t i = 0; i < nodes.size();) {
     const TokenTrie::Node& n = nodes[i];
+    ++visited;
     auto next = m.step(state_at[n.depth - 1], n.byte);
     if (!next) return next.status();
     if (*next == Matcher::kReject) {
@@ -57,6 +83,10 @@ Status fill_token_mask(Matcher& m, Matcher::StateId s, const TokenTrie& trie, st
     state_at[n.depth] = *next;
     for (uint32_t t = 0; t < n.n_tokens; ++t) allowed[static_cast<size_t>(trie.ids_[n.first_token + t])] = 1;
     ++i;
+  }
+  if (cache != nullptr && cache->max_entries_ > 0 && visited >= std::max<size_t>(1, nodes.size() / 64)) {
+    if (cache->masks_.size() >= cache->max_entries_) cache->masks_.clear();
+    cache->masks_.emplace(s, pack_bits(allowed));
   }
   return Status::Ok();
 }

@@ -96,6 +96,43 @@ TEST(TokenMask, MatchesBruteForceOnRandomGrammarsAndVocabularies) {
   EXPECT_GT(masks, 200);
 }
 
+// A state's mask from the cache is the one its walk gives, also across the cache starting over when full.
+TEST(TokenMask, CachedMasksAreTheWalkedOnes) {
+  std::mt19937 rng(7);
+  size_t grammars = 0, hits = 0, checked = 0;
+  while (grammars < 40) {
+    auto g = parse_gbnf(random_grammar(rng));
+    if (!g.ok()) continue;
+    ++grammars;
+    auto m = Matcher::create(std::make_shared<const Grammar>(std::move(*g)));
+    ASSERT_TRUE(m.ok());
+    const auto vocab = random_vocab(rng, 300);
+    const TokenTrie trie(vocab);
+    std::vector<Matcher::StateId> states;
+    std::vector<uint8_t> walked, cached;
+    for (Matcher::StateId s = m->start(); states.size() < 8 && s != Matcher::kReject;) {
+      states.push_back(s);
+      ASSERT_TRUE(fill_token_mask(*m, s, trie, walked).ok());
+      std::vector<size_t> ok;
+      for (size_t id = 0; id < walked.size(); ++id)
+        if (walked[id]) ok.push_back(id);
+      if (ok.empty()) break;
+      s = *m->advance(s, vocab[ok[rng() % ok.size()]]);
+    }
+    TokenMaskCache cache(3);
+    for (int pass = 0; pass < 3; ++pass)
+      for (Matcher::StateId s : states) {
+        ASSERT_TRUE(fill_token_mask(*m, s, trie, walked).ok());
+        ASSERT_TRUE(fill_token_mask(*m, s, trie, cached, &cache).ok());
+        ASSERT_EQ(cached, walked) << "grammar " << grammars << " pass " << pass;
+        ++checked;
+      }
+    EXPECT_LE(cache.size(), 3u);
+    hits += cache.hits();
+  }
+  EXPECT_GT(hits, 100u) << "the cache was hardly used (of " << checked << "), so the comparison shows little";
+}
+
 TEST(TokenMask, SharedPrefixesAndSpecialTokens) {
   auto g = parse_gbnf(R"(root ::= "ab" [cd] "e")");
   ASSERT_TRUE(g.ok());

@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "grammar/matcher.h"
 
 namespace mtp::grammar {
+
+class TokenMaskCache;
 
 class TokenTrie {
  public:
@@ -21,7 +24,8 @@ class TokenTrie {
   size_t node_count() const { return nodes_.size(); }
 
  private:
-  friend Status fill_token_mask(Matcher&, Matcher::StateId, const TokenTrie&, std::vector<uint8_t>&);
+  friend Status fill_token_mask(Matcher&, Matcher::StateId, const TokenTrie&, std::vector<uint8_t>&,
+                                TokenMaskCache*);
   struct Node {
     uint8_t byte;
     uint16_t depth;        // 1 for the root's children
@@ -37,8 +41,30 @@ class TokenTrie {
   size_t vocab_size_ = 0;
 };
 
+// Masks kept for the states whose trie walk was long: inside a free string most of the vocabulary is allowed
+// and the walk visits most of the trie, and every ordinary character of the string leads back to the same
+// state, so a state met again costs a copy of its mask instead of a walk. A state's mask depends on nothing
+// but the state (its whole set of stacks) and the vocabulary, so a kept mask is exact; one cache serves one
+// matcher and one trie. Bounded: at most `max_entries` masks of vocabulary/8 bytes (31 KB at 248K tokens);
+// when full it starts over.
+class TokenMaskCache {
+ public:
+  explicit TokenMaskCache(size_t max_entries = 64) : max_entries_(max_entries) {}
+  size_t hits() const { return hits_; }
+  size_t size() const { return masks_.size(); }
+
+ private:
+  friend Status fill_token_mask(Matcher&, Matcher::StateId, const TokenTrie&, std::vector<uint8_t>&,
+                                TokenMaskCache*);
+  size_t max_entries_;
+  size_t hits_ = 0;
+  std::unordered_map<Matcher::StateId, std::vector<uint64_t>> masks_;  // a bit per token id
+};
+
 // allowed[id] = 1 for each token whose bytes the grammar accepts from state s (whole or as a prefix of a
 // longer string), 0 otherwise; resized to the vocabulary. An error only when the matcher's limits are hit.
-Status fill_token_mask(Matcher& m, Matcher::StateId s, const TokenTrie& trie, std::vector<uint8_t>& allowed);
+// With a cache, a state whose walk visited at least 1/64 of the trie keeps its mask there.
+Status fill_token_mask(Matcher& m, Matcher::StateId s, const TokenTrie& trie, std::vector<uint8_t>& allowed,
+                       TokenMaskCache* cache = nullptr);
 
 }  // namespace mtp::grammar
