@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 
 namespace mtp::server {
@@ -72,6 +73,21 @@ std::string bare_strings(const Json& schema) {
   return out.empty() ? out : out + ")";
 }
 
+// A raw string parameter: call-text, or with minLength/maxLength that many characters none of which is "<"
+// (a count the grammar can keep exactly). Empty when a bound is not a count.
+std::string raw_string(const Json& schema) {
+  auto count = [&](const char* key, int64_t fallback) -> int64_t {
+    const auto it = schema.find(key);
+    if (it == schema.end()) return fallback;
+    return it->is_number_unsigned() && it->get<uint64_t>() <= grammar::kMaxRepetition ? it->get<int64_t>()
+                                                                                      : -1;
+  };
+  const int64_t lo = count("minLength", 0), hi = count("maxLength", -2);
+  if (lo < 0 || hi == -1 || (hi >= 0 && hi < lo)) return "";
+  if (lo == 0 && hi == -2) return "call-text";
+  return str_cat("[^<]{", lo, ",", hi >= 0 ? std::to_string(hi) : "", "}");
+}
+
 bool says_string(const Json& schema) {
   const auto type = schema.find("type");
   if (type == schema.end()) return false;
@@ -95,7 +111,7 @@ Expected<std::string> xml_call(const Tool& t, std::vector<grammar::NamedSchema>&
     size_t k = 0;
     for (const auto& [key, sub] : props->items()) {
       std::string value = sub.is_object() ? bare_strings(sub) : "";
-      if (value.empty() && sub.is_object() && says_string(sub)) value = "call-text";
+      if (value.empty() && sub.is_object() && says_string(sub)) value = raw_string(sub);
       if (value.empty()) {
         value = str_cat("tool-", t.index, "-p", k);
         schemas.push_back({value, &sub, str_cat(schema_at(t), "/properties/", key)});

@@ -500,15 +500,41 @@ TEST(ServeTest, StructuredOutput) {
       << r.body;
 }
 
+// The forced call of a chat reply, streamed or not: {"name", "arguments" (a string, as sent),
+// "finish_reason"}.
+Json forced_call(int port, const Json& body) {
+  Json call = Json::object(), calls = Json::array();
+  if (!body.value("stream", false)) {
+    const Json r = post_json(port, "/v1/chat/completions", body);
+    if (!r.contains("choices")) return r;
+    const Json& c = r["choices"][0];
+    for (const Json& t : c["message"].value("tool_calls", Json::array())) calls.push_back(t["function"]);
+    call["finish_reason"] = c["finish_reason"];
+  } else {
+    std::vector<std::string> data = sse_data(http_post(port, "/v1/chat/completions", body.dump()).body);
+    for (size_t i = 0; i + 1 < data.size(); ++i) {
+      const Json j = Json::parse(data[i]);
+      if (j["choices"].empty()) continue;
+      const Json& c = j["choices"][0];
+      for (const Json& t : c["delta"].value("tool_calls", Json::array())) calls.push_back(t["function"]);
+      if (!c["finish_reason"].is_null()) call["finish_reason"] = c["finish_reason"];
+    }
+  }
+  if (calls.size() == 1) call.update(calls[0]);
+  return call;
+}
+
 // tool_choice "required" or a named function: the reply is a call (finish_reason "tool_calls") of one of the
-// tools, or of the named one, whose arguments validate against its parameters; with and without drafting.
+// tools, or of the named one, whose arguments validate against its parameters; with and without drafting,
+// streamed and not, in the Hermes JSON syntax (the bundled model's ChatML) and in Qwen3.5's XML.
 TEST(ServeTest, ForcedToolCalls) {
   ServerProcess srv(kModel + " --spec mtp --draft-max 3");
-  const int port = srv.port();
+  ServerProcess qwen(
+      kModel + " --spec mtp --draft-max 3 --chat-template-file tests/chat/data/templates/qwen3_5.jinja");
   const Json weather = Json::parse(R"({"type":"object","properties":{"city":{"type":"string","maxLength":12},
       "unit":{"enum":["celsius","fahrenheit"]},"days":{"type":"integer"}},
       "required":["city","unit"],"additionalProperties":false})");
-  const Json search = Json::parse(R"({"type":"object","properties":{"query":{"type":"string"},
+  const Json search = Json::parse(R"({"type":"object","properties":{"query":{"type":"string","maxLength":20},
       "limit":{"type":"integer"}},"required":["query"],"additionalProperties":false})");
   auto tool = [](const std::string& name, const Json& parameters) {
     return Json{{"type", "function"}, {"function", {{"name", name}, {"parameters", parameters}}}};
@@ -520,28 +546,44 @@ TEST(ServeTest, ForcedToolCalls) {
   const std::vector<Json> choices = {"required",
                                      Json{{"type", "function"}, {"function", {{"name", "search"}}}},
                                      Json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}};
-  for (const Json& choice : choices) {
-    std::string calls[2];
-    for (int spec = 0; spec < 2; ++spec) {
-      Json b = body;
-      b["tool_choice"] = choice;
-      b["speculative"] = spec == 1;
-      const Json r = post_json(port, "/v1/chat/completions", b);
-      ASSERT_TRUE(r.contains("choices")) << r.dump();
-      const Json& c = r["choices"][0];
-      EXPECT_EQ(c["finish_reason"], "tool_calls") << r.dump();
-      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.dump();
-      const Json& fn = c["message"]["tool_calls"][0]["function"];
-      const std::string name = fn["name"].get<std::string>();
-      if (choice.is_object()) EXPECT_EQ(name, choice["function"]["name"]);
-      ASSERT_TRUE(name == "get_weather" || name == "search") << name;
-      const Json args = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
-      ASSERT_TRUE(args.is_object()) << fn.dump();
-      EXPECT_EQ(gate::schema_violation(name == "search" ? search : weather, args), "") << fn.dump();
-      calls[spec] = fn.dump();
+  for (const int port : {srv.port(), qwen.port()}) {
+    Json b = body;
+    if (port == qwen.port()) b["chat_template_kwargs"] = {{"enable_thinking", false}};
+    for (const Json& choice : choices) {
+      Json first;
+      for (int variant = 0; variant < 4; ++variant) {  // speculative off/on, streamed or not
+        b["tool_choice"] = choice;
+        b["speculative"] = variant % 2 == 1;
+        b["stream"] = variant >= 2;
+        const Json call = forced_call(port, b);
+        const std::string where = (port == srv.port() ? "json " : "xml ") + choice.dump() + " variant " +
+                                  std::to_string(variant) + ": " + call.dump();
+        EXPECT_EQ(call.value("finish_reason", Json()), "tool_calls") << where;
+        ASSERT_TRUE(call.contains("name") && call.contains("arguments")) << where;
+        const std::string name = call["name"].get<std::string>();
+        if (choice.is_object()) EXPECT_EQ(name, choice["function"]["name"]) << where;
+        ASSERT_TRUE(name == "get_weather" || name == "search") << where;
+        const Json args = Json::parse(call["arguments"].get<std::string>(), nullptr, false);
+        ASSERT_TRUE(args.is_object()) << where;
+        EXPECT_EQ(gate::schema_violation(name == "search" ? search : weather, args), "") << where;
+        if (variant == 0) first = call;
+        EXPECT_EQ(call, first) << where;
+      }
     }
-    EXPECT_EQ(calls[0], calls[1]) << choice.dump();
   }
+  // Each server wrote its template's syntax.
+  for (const int port : {srv.port(), qwen.port()}) {
+    Json b = body;
+    b["tool_choice"] = "required";
+    b["return_token_sources"] = true;
+    b["chat_template_kwargs"] = {{"enable_thinking", false}};
+    std::string text;
+    for (const Json& t : post_json(port, "/v1/chat/completions", b).value("token_sources", Json::array()))
+      text += t["text"].get<std::string>();
+    EXPECT_EQ(text.rfind(port == srv.port() ? "<tool_call>\n{\"name\": " : "<tool_call>\n<function=", 0), 0u)
+        << text;
+  }
+  const int port = srv.port();
   Json bad = body;
   bad["tool_choice"] = {{"type", "function"}, {"function", {{"name", "book_flight"}}}};
   HttpResponse r = http_post(port, "/v1/chat/completions", bad.dump());

@@ -100,6 +100,24 @@ TEST(ToolGrammar, XmlSyntaxAfterReasoning) {
                        "</parameter>\n</function>\n</tool_call>"));  // city is required
 }
 
+// A raw string with length bounds: that many characters, none of them "<".
+TEST(ToolGrammar, XmlStringLengths) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"code": {"type": "string", "minLength": 2, "maxLength": 3}}}}}])");
+  auto g = tool_call_gbnf(tools, "", {chat::ToolCallSyntax::kXml});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto call = [](const std::string& code) {
+    return "<tool_call>\n<function=f>\n<parameter=code>\n" + code +
+           "\n</parameter>\n</function>\n</tool_call>";
+  };
+  EXPECT_TRUE(accepts(*g, call("ab")));
+  EXPECT_TRUE(accepts(*g, call("a c")));
+  EXPECT_FALSE(accepts(*g, call("a")));
+  EXPECT_FALSE(accepts(*g, call("abcd")));
+  EXPECT_FALSE(accepts(*g, call("a<b")));
+  EXPECT_TRUE(accepts(*g, "<tool_call>\n<function=f>\n</function>\n</tool_call>"));  // code is optional
+}
+
 TEST(ToolGrammar, Errors) {
   auto named = tool_call_gbnf(kTools, "book_flight", {});
   ASSERT_FALSE(named.ok());

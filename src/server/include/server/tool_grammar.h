@@ -23,8 +23,9 @@ struct ToolCallGrammarOptions {
 // GBNF for calls of the tools in `tools` (OpenAI definitions, [{"type": "function", "function": {"name",
 // "parameters"}}]) whose name is `only`, or of any of them when `only` is empty. The arguments follow
 // grammar/json_schema.h; in the XML syntax a parameter whose schema says "string" is written raw as the
-// template does (without "</", "<p" or "<<"; its length and format not enforced), string enums as their bare
-// values, any other parameter as JSON. Errors name the tool and the schema keyword, or `only` when no tool
+// template does (without "</", "<p" or "<<"; with minLength/maxLength, that many characters and no "<";
+// format not enforced), string enums as their bare values, any other parameter as JSON (a bad bound too,
+// so the schema compiler names it). Errors name the tool and the schema keyword, or `only` when no tool
 // has that name.
 Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, std::string_view only,
                                      const ToolCallGrammarOptions& options);
