@@ -130,6 +130,27 @@ TEST(ToolGrammar, Errors) {
             std::string::npos)
       << bad.status().message();
   EXPECT_FALSE(tool_call_gbnf(Json::parse(R"([{"type": "function"}])"), "", {}).ok());
+  // Names and keys with quotes, backslashes and newlines are escaped; odd parameters are a clear error or
+  // nothing to write, in both syntaxes.
+  const Json odd = Json::parse(R"([
+    {"type": "function", "function": {"name": "a\"b\\\n", "parameters": {"type": "object",
+      "properties": {"k\"\n": {"type": "integer"}, "s": {"type": "string", "maxLength": -1}}}}},
+    {"type": "function", "function": {"name": "p", "parameters": "x"}}])");
+  for (auto syntax : {chat::ToolCallSyntax::kJson, chat::ToolCallSyntax::kXml}) {
+    auto quoted = tool_call_gbnf(odd, "a\"b\\\n", {syntax});
+    EXPECT_FALSE(quoted.ok());  // maxLength -1
+    Json fixed = odd;
+    fixed[0]["function"]["parameters"]["properties"].erase("s");
+    quoted = tool_call_gbnf(fixed, "a\"b\\\n", {syntax});
+    ASSERT_TRUE(quoted.ok()) << quoted.status().message();
+    EXPECT_TRUE(grammar::parse_gbnf(*quoted).ok()) << *quoted;
+    const std::string args = syntax == chat::ToolCallSyntax::kJson
+                                 ? "{\"name\": \"a\\\"b\\\\\\n\", \"arguments\": {\"k\\\"\\n\": 7}}"
+                                 : "<function=a\"b\\\n>\n<parameter=k\"\n>\n7\n</parameter>\n</function>";
+    EXPECT_TRUE(accepts(*quoted, "<tool_call>\n" + args + "\n</tool_call>")) << *quoted;
+    auto plain = tool_call_gbnf(odd, "p", {syntax});
+    EXPECT_EQ(plain.ok(), syntax == chat::ToolCallSyntax::kXml) << plain.status().message();
+  }
 }
 
 }  // namespace
