@@ -18,7 +18,7 @@ MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2 libcpp-httplib-dev libutf8proc-dev libssl-dev \
-	libtomlplusplus-dev
+	libtomlplusplus-dev libtorch-dev
 # Only the tests need these: promtool (checks /metrics), nginx (in front of two replicas), and headless
 # Chromium driven by Selenium (the chat page at GET /).
 TEST_PACKAGES := prometheus nginx-light chromium chromium-driver python3-selenium
