@@ -49,14 +49,15 @@ class TokenTrie {
 // when full it starts over.
 class TokenMaskCache {
  public:
-  explicit TokenMaskCache(size_t max_entries = 64) : max_entries_(max_entries) {}
+  TokenMaskCache() = default;  // not explicit: a member of aggregates built with {} (the engine's Slot)
+  explicit TokenMaskCache(size_t max_entries) : max_entries_(max_entries) {}
   size_t hits() const { return hits_; }
   size_t size() const { return masks_.size(); }
 
  private:
   friend Status fill_token_mask(Matcher&, Matcher::StateId, const TokenTrie&, std::vector<uint8_t>&,
                                 TokenMaskCache*);
-  size_t max_entries_;
+  size_t max_entries_ = 64;
   size_t hits_ = 0;
   std::unordered_map<Matcher::StateId, std::vector<uint64_t>> masks_;  // a bit per token id
 };
