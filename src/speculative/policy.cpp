@@ -85,6 +85,13 @@ constexpr int64_t kPauseSteps = 64;      // trunk steps without drafting after a
 constexpr int64_t kMaxPauseSteps = 4096;  // the pause grows 4x with each verdict in a row against drafting
 constexpr int64_t kHeadRetrySteps = 512;  // trunk steps after which a head's measured outcome is stale
 
+// The median of a ring's first `n` (1..N) samples, taken on a copy.
+template <size_t N>
+double median_of(std::array<double, N> v, size_t n) {
+  std::sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // Trunk steps since size `rows` was last sampled (at[rows]: the step count then, -1 never); huge if never.
 int64_t age_of(const std::vector<int64_t>& at, int64_t rows, int64_t now) {
   if (rows < 0 || rows >= static_cast<int64_t>(at.size()) || at[static_cast<size_t>(rows)] < 0)
@@ -152,11 +159,7 @@ void StepCostModel::observe(int64_t rows, double seconds) {
   c.recent[static_cast<size_t>(c.n % kRecent)] = seconds;
   ++c.n;
   ++samples_;
-  const size_t m = static_cast<size_t>(std::min<int64_t>(c.n, kRecent));
-  std::array<double, kRecent> v;
-  std::copy(c.recent.begin(), c.recent.begin() + static_cast<std::ptrdiff_t>(m), v.begin());
-  std::sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m));
-  c.est = m % 2 == 1 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+  c.est = median_of(c.recent, static_cast<size_t>(std::min<int64_t>(c.n, kRecent)));
   fit();
 }
 
@@ -269,12 +272,8 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
   // The median of the recent plain steps, not their mean: the first steps at a size pay one-time costs
   // (measured 2-3x), and averaged in they make plain decoding look slow, so a losing window passes.
-  const int64_t m = std::min(o.plain_n, Outcome::kPlainSteps);
-  std::array<double, Outcome::kPlainSteps> recent = o.plain_seconds;
-  std::nth_element(recent.begin(), recent.begin() + m / 2, recent.begin() + m);
-  double plain_seconds = recent[static_cast<size_t>(m / 2)];
-  if (m % 2 == 0)
-    plain_seconds = (plain_seconds + *std::max_element(recent.begin(), recent.begin() + m / 2)) / 2;
+  const double plain_seconds =
+      median_of(o.plain_seconds, static_cast<size_t>(std::min(o.plain_n, Outcome::kPlainSteps)));
   const double plain_rate = static_cast<double>(slots) / plain_seconds;
   // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
   // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
