@@ -224,8 +224,11 @@ void EngineLoop::run() {
     bool cancel_everything = false;
     {
       std::unique_lock<std::mutex> lock(waker_->mu);
+      // cancel_all_ alone is no reason to wake: it ends running requests (active_ wakes the loop while there
+      // are any) and the queue is empty by then, so with nothing left the loop waits for stop(). Waking on it
+      // spun this thread on a core from cancel_all() to stop() (the HTTP threads' end, seconds at shutdown).
       waker_->cv.wait(lock, [&] {
-        return stop_ || waker_->poke || cancel_all_ || !active_.empty() ||
+        return stop_ || waker_->poke || !active_.empty() ||
                (!queue_.empty() && backend_.n_busy() < backend_.n_slots());
       });
       waker_->poke = false;

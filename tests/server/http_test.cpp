@@ -9,6 +9,8 @@
 #include "http_client.h"
 #include "model/model.h"
 #include "scripted_backend.h"
+#include "server/engine_loop.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 namespace mtp::testing {
@@ -561,6 +563,23 @@ TEST_F(HttpTest, ShutdownFinishesShortRequests) {
 }
 
 // An engine error fails the running requests with a 500, turns /health to an error, and refuses new work.
+// Between cancel_all() and stop() (at shutdown, while the HTTP threads end, seconds with a client's
+// keep-alive connection open) the engine thread has nothing to do and must wait, not spin: each pass of its
+// loop reads the gauges once, so their count stays put while it waits.
+TEST(EngineLoopShutdown, WaitsAfterCancelAll) {
+  ScriptedBackend backend(2, [](const std::vector<int32_t>&) { return std::vector<int32_t>{1, 2, 3}; });
+  server::Metrics metrics;
+  server::EngineLoop loop(backend, tokenizer(), metrics, server::LoopOptions{});
+  loop.start();
+  loop.drain();
+  loop.cancel_all();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the wake-up cancel_all() sent is handled
+  const int64_t before = backend.gauge_reads.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LE(backend.gauge_reads.load() - before, 1);
+  loop.stop();
+}
+
 TEST_F(HttpTest, EngineFailure) {
   start({}, 1);
   backend_->fail_steps = true;

@@ -112,6 +112,12 @@ class ScriptedBackend final : public server::Backend {
   bool idle() const override { return slots_.empty() && cancelled_.empty(); }
   int32_t n_slots() const override { return n_slots_; }
   int32_t n_busy() const override { return static_cast<int32_t>(slots_.size()); }
+  // Counts the engine thread's reads of the gauges (once per pass of its loop).
+  std::optional<server::KvBlockCounts> kv_blocks() const override {
+    ++gauge_reads;
+    return std::nullopt;
+  }
+  mutable std::atomic<int64_t> gauge_reads{0};
 
  private:
   void park_while_held() {
