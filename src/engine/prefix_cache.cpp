@@ -176,6 +176,7 @@ void PrefixCache::attach(Node& node, std::unique_ptr<Entry> e) {
   if (it != node.entries.end() && (*it)->c.pos == e->c.pos) return;  // the same state: keep the cached one
   counters_.state_bytes += e->bytes();
   node.entries.insert(it, std::move(e));
+  ++tree_changes_;
   for (Node* p = &node; p != nullptr; p = p->parent) ++p->n_sub;
 }
 
@@ -250,12 +251,14 @@ void PrefixCache::insert(std::string_view ns, std::span<const int32_t> tokens,
     node = c;
   }
   prune_from(node);  // a history without a checkpoint at its end leaves nothing behind it
+  ++tree_changes_;
   trim();
 }
 
 void PrefixCache::remove_node(Node& node) {
   MTP_CHECK(node.parent != nullptr && node.children.empty() && node.entries.empty(), "removing a live node");
   mem_.release_block(node.block);
+  ++tree_changes_;
   auto& siblings = node.parent->children;
   siblings.erase(std::find_if(siblings.begin(), siblings.end(),
                               [&](const std::unique_ptr<Node>& p) { return p.get() == &node; }));
@@ -309,23 +312,42 @@ bool PrefixCache::evict_one() {
   if (best_node == nullptr) return false;
   counters_.state_bytes -= best_node->entries[best_index]->bytes();
   best_node->entries.erase(best_node->entries.begin() + static_cast<int64_t>(best_index));
+  ++tree_changes_;
   for (Node* p = best_node; p != nullptr; p = p->parent) --p->n_sub;
   ++counters_.evictions;
   prune_from(best_node);
   return true;
 }
 
-uint64_t PrefixCache::own_kv_bytes() const {
-  uint64_t blocks = 0;
-  std::vector<const Node*> stack;
-  for (const auto& [ns, root] : roots_) stack.push_back(root.get());
-  while (!stack.empty()) {
-    const Node* node = stack.back();
-    stack.pop_back();
-    if (node->parent != nullptr && mem_.block_refs(node->block) == 1) ++blocks;
-    for (const auto& child : node->children) stack.push_back(child.get());
+const PrefixCache::TreeCounts& PrefixCache::tree_counts() const {
+  // The server reads the gauges after every engine step; the walk is over every cached block, so it runs
+  // only when the tree or some block's holders changed since the last one.
+  if (counts_valid_ && counts_.tree_changes == tree_changes_ && counts_.refs_version == mem_.refs_version())
+    return counts_;
+  TreeCounts t;
+  t.tree_changes = tree_changes_;
+  t.refs_version = mem_.refs_version();
+  walk_stack_.clear();
+  for (const auto& [ns, root] : roots_) walk_stack_.push_back(root.get());
+  while (!walk_stack_.empty()) {
+    const Node* node = walk_stack_.back();
+    walk_stack_.pop_back();
+    if (node->parent != nullptr) {
+      ++t.nodes;
+      const int32_t refs = mem_.block_refs(node->block);
+      if (refs > 1) ++t.shared_blocks;
+      if (refs == 1) ++t.own_blocks;
+    }
+    t.checkpoints += static_cast<int64_t>(node->entries.size());
+    for (const auto& child : node->children) walk_stack_.push_back(child.get());
   }
-  return blocks * mem_.block_bytes();
+  counts_ = t;
+  counts_valid_ = true;
+  return counts_;
+}
+
+uint64_t PrefixCache::own_kv_bytes() const {
+  return static_cast<uint64_t>(tree_counts().own_blocks) * mem_.block_bytes();
 }
 
 void PrefixCache::trim() {
@@ -334,6 +356,7 @@ void PrefixCache::trim() {
 }
 
 void PrefixCache::clear() {
+  ++tree_changes_;
   for (auto& [ns, root] : roots_) {
     // Children before parents: a node's block goes back once nothing below it is left.
     std::vector<Node*> order{root.get()};
@@ -352,19 +375,11 @@ void PrefixCache::clear() {
 
 PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s = counters_;
-  std::vector<const Node*> stack;
-  for (const auto& [ns, root] : roots_) stack.push_back(root.get());
-  while (!stack.empty()) {
-    const Node* node = stack.back();
-    stack.pop_back();
-    if (node->parent != nullptr) {
-      ++s.nodes;
-      if (mem_.block_refs(node->block) > 1) ++s.shared_blocks;
-    }
-    s.checkpoints += static_cast<int64_t>(node->entries.size());
-    for (const auto& child : node->children) stack.push_back(child.get());
-  }
-  s.kv_bytes = own_kv_bytes();
+  const TreeCounts& t = tree_counts();
+  s.nodes = t.nodes;
+  s.shared_blocks = t.shared_blocks;
+  s.checkpoints = t.checkpoints;
+  s.kv_bytes = static_cast<uint64_t>(t.own_blocks) * mem_.block_bytes();
   return s;
 }
 

@@ -208,17 +208,20 @@ int32_t Memory::take_free_block() {
   free_.pop_back();
   MTP_CHECK(refs_[static_cast<size_t>(b)] == 0, "free block ", b, " has holders");
   refs_[static_cast<size_t>(b)] = 1;
+  ++refs_version_;
   return b;
 }
 
 void Memory::retain_block(int32_t b) {
   MTP_CHECK(b >= 0 && b < n_blocks() && refs_[static_cast<size_t>(b)] > 0, "retain of free block ", b);
   ++refs_[static_cast<size_t>(b)];
+  ++refs_version_;
 }
 
 void Memory::release_block(int32_t b) {
   MTP_CHECK(b >= 0 && b < n_blocks() && refs_[static_cast<size_t>(b)] > 0, "release of free block ", b);
   if (--refs_[static_cast<size_t>(b)] == 0) free_.push_back(b);
+  ++refs_version_;
 }
 
 uint64_t Memory::block_bytes() const {

@@ -162,6 +162,34 @@ TEST_F(TreeTest, EvictionTakesStaleInteriorCheckpointsFirstAndKeepsTheBudget) {
   EXPECT_EQ(memory->free_blocks(), memory->n_blocks());
 }
 
+// The gauges follow the blocks' holders, not only the tree: when the live sequence that shares the cache's
+// blocks ends, they become the cache's own (stats() is read after every server step and remembers its walk).
+TEST_F(TreeTest, StatsFollowALiveSequenceGivingItsBlocksBack) {
+  PrefixCache cache(*memory, {uint64_t{1} << 30});
+  const std::vector<int32_t> a = ids(40, 10);
+  const int32_t s = sequence(40);
+  std::vector<Checkpoint> cs;
+  cs.push_back(checkpoint(40, 1.0f));
+  cache.insert("", a, blocks(s), 0, 0, std::move(cs));
+  const int64_t n_blocks = static_cast<int64_t>(blocks(s).size());
+  PrefixCacheStats st = cache.stats();
+  EXPECT_EQ(st.nodes, n_blocks);
+  EXPECT_EQ(st.shared_blocks, n_blocks);
+  EXPECT_EQ(st.kv_bytes, 0u);
+  EXPECT_EQ(cache.stats().shared_blocks, n_blocks);  // read again, nothing changed
+  memory->seq_free(s);
+  st = cache.stats();
+  EXPECT_EQ(st.nodes, n_blocks);
+  EXPECT_EQ(st.shared_blocks, 0);
+  EXPECT_EQ(st.kv_bytes, static_cast<uint64_t>(n_blocks) * memory->block_bytes());
+  // A new sequence taking the cached blocks shares them again.
+  const int32_t t = *memory->seq_create();
+  ASSERT_TRUE(memory->seq_attach(t, cache.lookup("", a).blocks, 40, 0, 0).ok());
+  EXPECT_EQ(cache.stats().shared_blocks, n_blocks);
+  EXPECT_EQ(cache.stats().kv_bytes, 0u);
+  EXPECT_EQ(cache.stats().checkpoints, 1);
+}
+
 TEST_F(TreeTest, APoolWithoutFreeBlocksReclaimsFromTheCache) {
   PrefixCache cache(*memory, {uint64_t{1} << 30});
   // Fill the pool with cached histories, then ask for all of it for a live sequence.

@@ -130,12 +130,23 @@ class PrefixCache {
   void remove_node(Node& node);  // a childless node without checkpoints: its block goes back
   void prune_from(Node* node);   // removes nodes up from `node` while no checkpoint keeps them
   uint64_t own_kv_bytes() const;
+  // What a walk over the tree counts, remembered until the tree (tree_changes_) or a block's holders
+  // (Memory::refs_version) change.
+  struct TreeCounts {
+    uint64_t tree_changes = 0, refs_version = 0;
+    int64_t nodes = 0, checkpoints = 0, shared_blocks = 0, own_blocks = 0;
+  };
+  const TreeCounts& tree_counts() const;
 
   Memory& mem_;
   PrefixCacheOptions opt_;
   std::vector<std::pair<std::string, std::unique_ptr<Node>>> roots_;
   uint64_t clock_ = 0;  // cache events: lookups and inserts
   PrefixCacheStats counters_;
+  uint64_t tree_changes_ = 0;  // nodes or checkpoints added or removed
+  mutable TreeCounts counts_;
+  mutable bool counts_valid_ = false;
+  mutable std::vector<const Node*> walk_stack_;  // reused by tree_counts()
 };
 
 }  // namespace mtp

@@ -137,6 +137,9 @@ class Memory {
   int64_t n_blocks() const { return static_cast<int64_t>(refs_.size()); }
   uint64_t block_bytes() const;
   int32_t block_refs(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
+  // Changes whenever any block's holders change: what is derived from block_refs() is current while it
+  // stays the same.
+  uint64_t refs_version() const { return refs_version_; }
   // Another holder of `block` (the prefix cache); release_block drops one, and the last one frees it.
   void retain_block(int32_t block);
   void release_block(int32_t block);
@@ -232,6 +235,7 @@ class Memory {
   uint64_t kv_bytes_ = 0, gdn_bytes_ = 0;
   std::vector<int32_t> free_;
   std::vector<int32_t> refs_;  // per block: holders (sequences' tables and the prefix cache); 0 = free
+  uint64_t refs_version_ = 0;
   std::function<bool()> reclaim_;
   std::vector<Seq> seqs_;
   std::unique_ptr<Workspace> ws_;
