@@ -1,6 +1,8 @@
 // The command line as a user meets it: exit codes, --help, --version, one-line errors, golden inspect output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "../gguf/test_util.h"
 #include "cli_util.h"
 #include "engine/sampler.h"
@@ -66,6 +68,18 @@ TEST(Cli, MessagesNameTheProblemOnce) {
       "one option); give it once\n");
   EXPECT_EQ(run_mtp("run -m models/example.gguf -p a --draft-max 2 --draft-max 3", true).output,
             "mtp run: --draft-max is given 2 times; give it once\n");
+  // The option parser's own errors: one line naming the command, exit code 2.
+  const auto missing = run_mtp("run -p hi", true);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.output, "mtp run: --model is required (mtp run --help lists the options)\n");
+  const auto bad_value = run_mtp("run -m models/example.gguf -p hi --temp abc", true);
+  EXPECT_EQ(bad_value.exit_code, 2);
+  EXPECT_EQ(bad_value.output,
+            "mtp run: Could not convert: --temp = abc (mtp run --help lists the options)\n");
+  const auto unknown = run_mtp("serve -m models/example.gguf --bogus", true);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.output.rfind("mtp serve: ", 0), 0u) << unknown.output;
+  EXPECT_EQ(std::count(unknown.output.begin(), unknown.output.end(), '\n'), 1) << unknown.output;
 }
 
 // The command lines check sampling and drafting options with the engine's own checks (one range per
