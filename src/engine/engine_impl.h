@@ -37,9 +37,19 @@ struct SlotPrefix {
   std::vector<std::pair<size_t, int64_t>> captured;  // this step: (checkpoint, batch row) for hiddens
 };
 
+// Where a lazy grammar's search for its trigger (RequestOptions::grammar_trigger) stands: looking for the
+// text it must follow, then for the trigger itself, then fired (the grammar holds). `tail` keeps the output's
+// last bytes that may begin the text looked for, fewer than its length.
+struct TriggerWatch {
+  enum class Phase : uint8_t { kAfter, kTrigger, kFired };
+  Phase phase = Phase::kFired;
+  std::string tail;
+};
+
 // Structured output (RequestOptions::grammar): the matcher and its state after the emitted tokens (a rejected
-// draft never advances it, so rollback needs nothing), this step's token masks by matcher state (the draft
-// head's masks along its path are the ones its verify rows sample under), and one row's masked logits.
+// draft never advances it, so rollback needs nothing), a lazy grammar's watch for its trigger (the state
+// means nothing before it fires), this step's token masks by matcher state (the draft head's masks along its
+// path are the ones its verify rows sample under), and one row's masked logits.
 struct SlotGrammar {
   struct StateMask {
     grammar::Matcher::StateId state = grammar::Matcher::kReject;
@@ -47,10 +57,12 @@ struct SlotGrammar {
   };
   std::optional<grammar::Matcher> matcher;
   grammar::Matcher::StateId state = 0;
+  TriggerWatch watch;
   std::vector<StateMask> masks;  // masks[0 .. n_masks) hold this step's; the rest are buffers to reuse
   size_t n_masks = 0;
   grammar::TokenMaskCache mask_cache;  // masks of states that are long to walk, for the whole request
   std::vector<float> masked;
+  std::vector<float> edited;                            // EngineOptions::edit_logits' copy of a row
   std::unique_ptr<speculative::DraftConstraint> draft;  // what draft_constraint() hands the drafter
 };
 
@@ -107,6 +119,7 @@ struct Engine::Impl {
   // with EngineOptions::prepare_grammar, else at the first request with a grammar).
   std::vector<std::string> token_bytes;
   std::optional<grammar::TokenTrie> token_trie;
+  std::vector<uint8_t> all_tokens;  // a mask allowing every sampled id (a lazy grammar before its trigger)
   int32_t grammar_vocab_builds = 0;
 
   Impl(const Model& m, const EngineOptions& o, ThreadPool& p, Memory mem)
@@ -209,6 +222,14 @@ struct Engine::Impl {
   Expected<int32_t> sample_token(Slot& s, std::span<const float> logits);
   void advance_grammar(Slot& s, int32_t id);
   bool grammar_finished(const Slot& s) const;
+  // The matcher's state after token `id` from `state`, with the trigger search at `watch` (advanced too):
+  // unchanged while the trigger has not fired, the state after the bytes from the trigger on when it fires
+  // in this token, kReject when the grammar refuses the token.
+  Expected<grammar::Matcher::StateId> next_grammar_state(Slot& s, TriggerWatch& watch,
+                                                         grammar::Matcher::StateId state, int32_t id);
+  // Before a lazy grammar's trigger: the slot's sampler over the logits, drawn again without the tokens
+  // that would fire the trigger with bytes the grammar refuses when it lands on one.
+  Expected<int32_t> sample_before_trigger(Slot& s, std::span<const float> logits);
   // The drafter's view of the slot's grammar (nullptr without one): masks along the draft path from a copy
   // of the slot's state. Valid until the slot's next draft_constraint call.
   speculative::DraftConstraint* draft_constraint(Slot& s);

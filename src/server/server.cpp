@@ -92,8 +92,9 @@ struct Server::Impl {
               std::unique_ptr<ResponseFormatter> builder, std::unique_ptr<TraceEntry> trace);
   // Renders a chat body's messages; the error is a 400 naming the problem.
   std::optional<ApiError> render_chat(const GenerationParams& p, std::string& prompt) const;
-  // tool_choice "required" or a named function: the grammar of such a call in the template's syntax.
-  std::optional<ApiError> force_tool_call(GenerationParams& p, const chat::OutputFormat& format) const;
+  // The grammar of a tool call in the template's syntax: from the start under tool_choice "required" or a
+  // named function, from the call's opening on under "auto" with tools (a lazy grammar).
+  std::optional<ApiError> constrain_tool_calls(GenerationParams& p, const chat::OutputFormat& format) const;
   std::vector<int32_t> tokenize_prompt(const std::string& text) const;
   // The token positions where the last messages of a chat prompt begin (prefix-cache checkpoints).
   std::vector<int64_t> message_positions(const GenerationParams& p, const std::string& text,
@@ -150,16 +151,26 @@ std::vector<int64_t> Server::Impl::message_positions(const GenerationParams& p, 
   return out;
 }
 
-std::optional<ApiError> Server::Impl::force_tool_call(GenerationParams& p,
-                                                      const chat::OutputFormat& format) const {
-  if (!p.forced_tool) return std::nullopt;
-  const ToolCallGrammarOptions options{tmpl.tool_call_syntax(), format.starts_in_reasoning,
+std::optional<ApiError> Server::Impl::constrain_tool_calls(GenerationParams& p,
+                                                           const chat::OutputFormat& format) const {
+  // Under "auto" the reply is free until it opens a call (after its reasoning, where the output parser
+  // looks for calls); another constraint of the request's own comes first.
+  const bool lazy = !p.forced_tool && format.parse_tool_calls && !p.options.grammar;
+  if (!p.forced_tool && !lazy) return std::nullopt;
+  const ToolCallGrammarOptions options{tmpl.tool_call_syntax(), format.starts_in_reasoning && !lazy,
                                        p.parallel_tool_calls};
-  Expected<std::string> gbnf = tool_call_gbnf(p.chat.tools, *p.forced_tool, options);
+  Expected<std::string> gbnf = tool_call_gbnf(p.chat.tools, p.forced_tool.value_or(""), options);
+  // A tool the schema compiler refuses leaves an "auto" reply unconstrained, as it was before lazy
+  // grammars: the call is parsed when it is well formed.
+  if (!gbnf.ok() && lazy) return std::nullopt;
   if (!gbnf.ok()) return bad_request(str_cat("'tools': ", gbnf.status().message()), "tools");
   Expected<grammar::Grammar> g = grammar::parse_gbnf(*gbnf);
+  if (!g.ok() && lazy) return std::nullopt;
   if (!g.ok()) return bad_request(str_cat("'tools': ", g.status().message()), "tools");
   p.options.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
+  if (lazy)
+    p.options.grammar_trigger = RequestOptions::GrammarTrigger{
+        std::string(kToolCallOpen), format.starts_in_reasoning ? std::string(kReasoningClose) : ""};
   return std::nullopt;
 }
 
@@ -208,7 +219,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     if (p->options.cache_prompt) p->options.checkpoints = message_positions(*p, text, job.prompt);
     format = tmpl.output_format(p->chat, text, p->reasoning_format);
     format->parse_tool_calls = format->parse_tool_calls && p->parse_tool_calls;
-    if (auto e = force_tool_call(*p, *format)) return send_error(res, *e);
+    if (auto e = constrain_tool_calls(*p, *format)) return send_error(res, *e);
   } else if (p->prompt_is_tokens) {
     for (size_t i = 0; i < p->prompt_tokens.size(); ++i)
       if (!tok.valid_id(p->prompt_tokens[i]))

@@ -142,7 +142,8 @@ Expected<std::string> tool_call_gbnf(const Json& tools, std::string_view only,
     }
     calls += (calls.empty() ? "" : " | ") + call;
   }
-  std::string out = str_cat("call ::= \"<tool_call>\\n\" (", calls, ") \"\\n</tool_call>\"\n");
+  std::string out = str_cat("call ::= ", grammar::gbnf_literal(str_cat(kToolCallOpen, "\n")), " (", calls,
+                            ") \"\\n</tool_call>\"\n");
   out += str_cat("root ::= ", options.starts_in_reasoning ? "call-think " : "", "call",
                  options.parallel ? " (\"\\n\" call)*" : "", "\n");
   if (options.starts_in_reasoning) out += str_cat(kThinkRule, "\n");

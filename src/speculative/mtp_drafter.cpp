@@ -191,7 +191,7 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
       } else {
         logits = out_.logits_of(row[t]);
       }
-      if (task.constraint != nullptr) {
+      if (task.constraint != nullptr && !task.constraint->allows_all(task.draft)) {
         logits = mask_logits(logits, subset ? vocab_->ids() : std::span<const int32_t>(),
                              task.constraint->allowed(task.draft), masked_);
         if (logits.empty()) {  // nothing the head can propose may follow

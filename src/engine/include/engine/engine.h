@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ struct EngineOptions {
   // Tests: a drafter other than the MTP one, made once the engine's memory exists (spec must be kMtp).
   std::function<Expected<std::unique_ptr<speculative::Drafter>>(const Model&, Memory&, ThreadPool&)>
       make_drafter;
+  // Tests: edits every row's logits before sampling, given the index in the output of the token the row
+  // draws (a model made to write something at a chosen place, with and without drafting alike).
+  std::function<void(int64_t index, std::span<float> logits)> edit_logits;
 };
 
 struct RequestOptions {
@@ -100,6 +104,15 @@ struct RequestOptions {
   // tokens before it, and an end token only where a whole string of the grammar ends; the request stops
   // once the grammar can take nothing more. nullptr: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // A lazy grammar (llama-server's lazy grammars, a tool call under tool_choice "auto"): the output is free
+  // until `trigger` appears in it (after `after` has, when not empty), then the grammar holds from the
+  // trigger's first byte on, so its strings start with the trigger. A token that would complete the trigger
+  // with bytes the grammar refuses is never sampled. Without a trigger the grammar holds from the start.
+  struct GrammarTrigger {
+    std::string text;
+    std::string after;
+  };
+  std::optional<GrammarTrigger> grammar_trigger;
 };
 
 enum class FinishReason { kNone, kLength, kStop, kCancelled, kError };

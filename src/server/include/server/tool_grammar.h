@@ -1,7 +1,7 @@
-// Forced tool calls (a chat request's tool_choice "required" or {"type": "function", "function": {"name"}},
-// as OpenAI and llama-server): a grammar whose every string is a call, in the chat template's tool-call
-// syntax (chat/output_parser.h), of one of the request's tools, with arguments that satisfy its "parameters"
-// schema.
+// Tool-call grammars (a chat request's tool_choice "required" or {"type": "function", "function": {"name"}},
+// as OpenAI and llama-server, from the reply's start; under "auto", from the call's opening on): a grammar
+// whose every string is a call, in the chat template's tool-call syntax (chat/output_parser.h), of one of the
+// request's tools, with arguments that satisfy its "parameters" schema.
 #pragma once
 
 #include <string>
@@ -11,6 +11,11 @@
 #include "chat/output_parser.h"
 
 namespace mtp::server {
+
+// What opens every call in both syntaxes (a lazy grammar's trigger under tool_choice "auto"), and what closes
+// the reasoning before it.
+inline constexpr std::string_view kToolCallOpen = "<tool_call>";
+inline constexpr std::string_view kReasoningClose = "</think>";
 
 struct ToolCallGrammarOptions {
   chat::ToolCallSyntax syntax = chat::ToolCallSyntax::kJson;

@@ -46,6 +46,9 @@ class DraftConstraint {
   // task's last_token): allowed[id] != 0, one entry per vocabulary id. Empty: no token may follow, so the
   // draft stops. The span stays valid until the next call.
   virtual std::span<const uint8_t> allowed(std::span<const int32_t> drafted) = 0;
+  // Every token may stand at the position after `drafted`, so allowed() need not be asked (a lazy grammar
+  // whose trigger has not appeared yet).
+  virtual bool allows_all(std::span<const int32_t> /*drafted*/) { return false; }
 };
 
 // One sequence's request for a draft this step.
