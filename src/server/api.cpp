@@ -318,7 +318,14 @@ Err parse_structured_output(const Json& body, RequestOptions& opt) {
 // silently ignored.
 Err refuse_unsupported(const Json& body) {
   std::optional<int64_t> n;
-  MTP_API_TRY(get_int(body, "n", 1, 1, n));
+  MTP_API_TRY(get_int(body, "n", 1, std::numeric_limits<int64_t>::max(), n));
+  // Each choice would be a request of its own in a slot of its own (its prompt computed again: the prefix
+  // cache takes a request's state only when it ends), so clients are better served sending it n times.
+  if (n && *n > 1)
+    return bad_request(str_cat("'n' must be 1, got ", *n,
+                               ": several choices in one response are not supported; send the request n "
+                               "times (each with its own seed when sampling)"),
+                       "n");
   return std::nullopt;
 }
 

@@ -141,6 +141,10 @@ TEST(ApiTest, RangesAreChecked) {
   EXPECT_EQ(e->code, "context_length_exceeded");
   EXPECT_EQ(completion(R"({"prompt": "a", "max_tokens": 0})")->message,
             "'max_tokens' must be at least 1, got 0");
+  EXPECT_EQ(
+      completion(R"({"prompt": "a", "n": 3})")->message,
+      "'n' must be 1, got 3: several choices in one response are not supported; send the request n times "
+      "(each with its own seed when sampling)");
   // Defaults and neutral values are fine.
   EXPECT_FALSE(completion(R"({"prompt": "a", "presence_penalty": 0, "frequency_penalty": 0, "n": 1,
                               "n_predict": -1, "logit_bias": {}, "response_format": {"type": "text"}})"));
