@@ -18,27 +18,32 @@ MODEL ?= models/example.gguf
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2 libcpp-httplib-dev libutf8proc-dev libssl-dev \
-	libtomlplusplus-dev libtorch-dev
+	libtomlplusplus-dev
+# Only `mtp-train` (src/train) and its tests need libtorch (about 150 packages and 0.5 GB): `make run` builds
+# everything else without it, `make test` installs it before it builds, so the tests cover mtp-train.
+TRAIN_PACKAGES := libtorch-dev
 # Only the tests need these: promtool (checks /metrics), nginx (in front of two replicas), and headless
 # Chromium driven by Selenium (the chat page at GET /).
 TEST_PACKAGES := prometheus nginx-light chromium chromium-driver python3-selenium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build build-asan build-fuzz run test unit-test asan-test fuzz soak chat-goldens bench format clean
+.PHONY: deps train-deps test-deps build build-asan build-fuzz run test unit-test asan-test fuzz soak chat-goldens bench format clean
+
+# $(call install,PACKAGES,APT-FLAGS): installs those of PACKAGES that are missing.
+install = @missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(2) $$missing; \
+	fi
 
 deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:" $$missing; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	$(call install,$(DEBIAN_PACKAGES),)
+
+train-deps:
+	$(call install,$(TRAIN_PACKAGES),)
 
 test-deps:
-	@missing=$$(for p in $(TEST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:" $$missing; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call install,$(TEST_PACKAGES),--no-install-recommends)
 
 build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -61,7 +66,8 @@ run: build
 	./$(BUILD)/src/tools/mtp inspect $(MODEL)
 	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "The quick brown fox" -n 96 --spec mtp --draft-max 3
 
-unit-test: build test-deps
+# libtorch first: the Release build then configures with it and builds mtp-train and its tests.
+unit-test: train-deps test-deps build
 	@./$(BUILD)/tests/kernels/kernels_test --gtest_filter=Isa.LevelsThisHostTests | grep '^kernel levels'
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
