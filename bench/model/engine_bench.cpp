@@ -7,11 +7,11 @@
 // before it (the figures once at the start are printed too).
 //
 //   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16] [--pp-reps 2]
-//                [--cache-type f32|f16|q8_0] [--profile]
+//                [--cache-type f32|f16|q8_0] [--profile] [--profile-rows 1,4]
 //
 // --profile: also where the time of a step of 1 row (decode) and of 4 rows (a verify batch) goes at each
 // thread count, by kind of work, and how much of the thread pool's jobs its threads spent working
-// (base/step_profile.h).
+// (base/step_profile.h). --profile-rows sets the steps' rows instead (512: a prompt chunk).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -96,10 +96,14 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
   auto step = [&] {
     const int64_t p0 = mem->seq_pos(s);
     b.clear();
+    // A step wider than the snapshots kept is a prompt chunk: logits of its last row only.
+    const bool chunk = rows > mo.n_snapshots;
     for (int64_t j = 0; j < rows; ++j)
-      b.add(s, p0 + j, static_cast<int32_t>((p0 * 7 + j * 13) % model.config().n_vocab), true);
+      b.add(s, p0 + j, static_cast<int32_t>((p0 * 7 + j * 13) % model.config().n_vocab),
+            !chunk || j == rows - 1);
     Status st = forward(model, b, *mem, out, pool);
-    if (st.ok()) st = mem->rollback(s, 1);
+    // A prompt chunk just extends the sequence (n_ctx has room).
+    if (st.ok() && !chunk) st = mem->rollback(s, 1);
     if (!st.ok()) std::fprintf(stderr, "engine_bench: profile step: %s\n", st.message().c_str());
     return st.ok();
   };
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> threads{1, 2}, depths{0, 4096};
   int n_decode = 16, pp_reps = 2;
   bool want_profile = false;
+  std::vector<int64_t> profile_rows{1, 4};
   CLI::App app{
       "Decode and prompt speed of one model against the memory bandwidth, per thread count and depth",
       "engine_bench"};
@@ -158,6 +163,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cache-type", cache_name, "KV cache type: f32, f16 or q8_0")->capture_default_str();
   app.add_flag("--profile", want_profile, "Also where a 1-row and a 4-row step's time goes, by kind of work");
+  app.add_option("--profile-rows", profile_rows, "Rows of the steps --profile times, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   bench::parse_or_exit(app, argc, argv);
   auto cache = kv_cache_type_from_name(cache_name);
   if (!cache.ok()) {
@@ -197,7 +206,7 @@ int main(int argc, char** argv) {
         "tok/s (one stream per thread %.2f, two %.2f)\n",
         (long long)nt, bw / 1e9, bw / tt.bytes, rd / 1e9, rd / tt.bytes, rd1 / 1e9, rd2 / 1e9);
     if (want_profile)
-      for (int64_t rows : {1, 4})
+      for (int64_t rows : profile_rows)
         if (!print_profile(*model, pool, cache_type, rows, std::max(8, n_decode))) return 1;
     for (int64_t depth : depths) {
       MemoryOptions mo;

@@ -17,6 +17,7 @@
 // vpdpbusd instead (the same integers).
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "avx2_util.h"
 #include "kernels/isa.h"
@@ -243,6 +244,115 @@ struct VnniSums {
 #define MTP_PACKED_TARGET T2V
 #include "matmul_avx2_iq4xs_packed.inc"
 
+// ---- prompt-sized batches on plain AVX2 ----
+//
+// The sign trick costs three multiply-port instructions per 32 products (vpsignb, vpmaddubsw, vpmaddwd) and
+// repeats the tile's nibble decoding for every pass of 4 rows. For wider batches each super-block of the tile
+// is decoded once into 16-bit weights already multiplied by their sub-block scale, (ls - 32) * w (|.| <= 32 *
+// 127, exact in int16), and each activation row is widened to 16 bits: then one vpmaddwd gives 16 products
+// and one vpaddd adds them, with 4 rows x 16 weight rows of sums in registers. The sums are the same exact
+// integers isum(sb) and the fma chain is add_chunk's, so the results are bitwise those of the other paths.
+constexpr int kWideRows = 4;      // activation rows per register tile (8 accumulators; GCC spills at 5)
+constexpr int kWideMinRows = 9;   // below, the 4-row passes over the tile measured as fast or faster
+constexpr int kPairsPerSb = 128;  // 16-bit pairs in a super-block of 256
+using WidePairs = int32_t[kPairsPerSb][16];  // pair k of weight rows 0..15: elements 2k, 2k+1, scaled
+
+// Bytes {0, 1} of each 4-byte group of a 128-bit lane first, then bytes {2, 3}.
+T2 inline __m256i split_pairs(__m256i w) {
+  const __m256i order =
+      _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  // Qwords [lane 0 {0,1}, lane 1 {0,1}, lane 0 {2,3}, lane 1 {2,3}]: rows 0-7's first pairs, then second.
+  return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, order), 0xD8);
+}
+
+// Super-block sb of the tile as out[k][o]: for sub-block j, line L of its piece (elements 4L..4L+3 in the
+// low nibbles, 16+4L.. in the high ones) fills pairs 16j + 2L, +1 and 16j + 8 + 2L, +1.
+T2 void decode_wide(const uint8_t* tile, int64_t nb, int64_t sb, WidePairs& out) {
+  const __m256i table = table256(), m4 = _mm256_set1_epi8(0x0F);
+  const uint8_t* hdr = tile + sb * kPackedHeaderBytes;
+  const uint8_t* qs = tile + nb * kPackedHeaderBytes;
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* piece = qs + (j * nb + sb) * kPackedPieceBytes;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i s = scale_pairs(packed_scales(hdr, h, j));
+      for (int line = 0; line < 4; ++line) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece + 32 * h + 64 * line));
+        const __m256i nib[2] = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
+        for (int part = 0; part < 2; ++part) {
+          const __m256i w = split_pairs(_mm256_shuffle_epi8(table, nib[part]));
+          const int k = 16 * j + 8 * part + 2 * line;
+          const __m256i w0 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(w)), s);
+          const __m256i w1 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(w, 1)), s);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(&out[k][8 * h]), w0);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(&out[k + 1][8 * h]), w1);
+        }
+      }
+    }
+  }
+}
+
+// acc[16 r + o] = fma(float(isum(sb)), d_w * d_x, acc) for NR activation rows against the decoded
+// super-block.
+template <int NR>
+T2 void wide_rows(const WidePairs& w, const uint8_t* tile, int64_t sb, const uint8_t* const* x,
+                  const ActLayout& l, float* acc) {
+  alignas(32) int16_t xw[NR][256];
+  for (int r = 0; r < NR; ++r) {
+    const uint8_t* q = x[r] + 256 * sb;
+    for (int i = 0; i < 256; i += 16)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(&xw[r][i]),
+                         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i))));
+  }
+  // Rows 0-7 and 8-15 of the tile in separate arrays: GCC keeps those in registers (a [NR][2] array spilled).
+  __m256i lo[NR], hi[NR];
+  for (int r = 0; r < NR; ++r) lo[r] = hi[r] = _mm256_setzero_si256();
+  for (int k = 0; k < kPairsPerSb; ++k) {
+    const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&w[k][0]));
+    const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&w[k][8]));
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, &xw[r][2 * k], 4);
+      const __m256i xv = _mm256_set1_epi32(pair);
+      lo[r] = _mm256_add_epi32(lo[r], _mm256_madd_epi16(w0, xv));
+      hi[r] = _mm256_add_epi32(hi[r], _mm256_madd_epi16(w1, xv));
+    }
+  }
+  const uint8_t* hdr = tile + sb * kPackedHeaderBytes;
+  for (int h = 0; h < 2; ++h) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 16 * h)));
+    for (int r = 0; r < NR; ++r) {
+      float* a = acc + 16 * r + 8 * h;
+      const __m256 c = _mm256_mul_ps(dw, _mm256_set1_ps(act_d(x[r], l)[sb]));
+      _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(h == 0 ? lo[r] : hi[r]), c, _mm256_load_ps(a)));
+    }
+  }
+}
+
+using WideRowsFn = void (*)(const WidePairs&, const uint8_t*, int64_t, const uint8_t* const*,
+                            const ActLayout&, float*);
+
+// Super-block outer: each is decoded once, then every group of kWideRows activation rows sums against it.
+void iq4xs_packed_wide(const uint8_t* tile, int n_out, const uint8_t* const* x, int64_t nx,
+                       const ActLayout& l, float* y, int64_t y_stride) {
+  static constexpr WideRowsFn kGroups[] = {nullptr, wide_rows<1>, wide_rows<2>, wide_rows<3>, wide_rows<4>};
+  struct alignas(32) Row16 {
+    float v[16];
+  };
+  static thread_local std::vector<Row16> acc;
+  acc.assign(static_cast<size_t>(nx), Row16{});
+  alignas(32) WidePairs w;
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    decode_wide(tile, l.nb, sb, w);
+    for (int64_t i = 0; i < nx; i += kWideRows) {
+      const int nr = static_cast<int>(nx - i < kWideRows ? nx - i : kWideRows);
+      kGroups[nr](w, tile, sb, x + i, l, acc[static_cast<size_t>(i)].v);
+    }
+  }
+  for (int64_t r = 0; r < nx; ++r)
+    std::memcpy(y + r * y_stride, acc[static_cast<size_t>(r)].v, sizeof(float) * n_out);
+}
+
 using BlockFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const ActLayout&, float*);
 
 // Activation rows run pass_rows at a time: each pass decodes the tile's weights once.
@@ -270,6 +380,7 @@ void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const*
                                         vnni_block_sb<6>, vnni_block_sb<7>, vnni_block_sb<8>};
   // One pass reads the tile from memory: in memory order. Several passes find it in cache after the first.
   const bool vnni = avx_vnni_active();
+  if (!vnni && nx >= kWideMinRows) return iq4xs_packed_wide(tile, n_out, x, nx, l, y, y_stride);
   const int pass_rows = vnni ? VnniSums::kPassRows : MaddSums::kPassRows;
   const BlockFn* blocks = nx <= pass_rows ? (vnni ? kVnni : kMadd) : (vnni ? kVnniSb : kMaddSb);
   run_packed(blocks, pass_rows, tile, n_out, x, nx, l, y, y_stride);
