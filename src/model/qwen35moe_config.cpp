@@ -179,6 +179,24 @@ Expected<Qwen35MoeConfig> qwen35moe_shape(const std::string& name, int64_t n_lay
     c.ssm_d_state = 32;
     c.ssm_n_group = 4;
     c.ssm_dt_rank = 8;
+  } else if (name == "code") {
+    // The bundled trained model (models/README.md): 4 layers, hidden 128, 8 experts top-2, a 2048-token
+    // vocabulary; small enough to train in under an hour on 2 CPU cores.
+    c.n_vocab = 2048;
+    c.context_length = 4096;
+    c.n_embd = 128;
+    c.n_layer = n_layer > 0 ? n_layer : 4;
+    c.n_head = 4;
+    c.n_head_kv = 2;
+    c.head_dim = 32;
+    c.n_rot = 8;
+    c.n_expert = 8;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 128;
+    c.n_ff_shexp = 128;
+    c.ssm_d_state = 32;
+    c.ssm_n_group = 2;
+    c.ssm_dt_rank = 4;
   } else if (name == "35b-a3b") {
     // Qwen3.5/3.6-35B-A3B widths (docs/model.md section 1); the real model has 40 trunk layers.
     c.n_vocab = 248320;
@@ -197,7 +215,7 @@ Expected<Qwen35MoeConfig> qwen35moe_shape(const std::string& name, int64_t n_lay
     c.ssm_n_group = 16;
     c.ssm_dt_rank = 32;
   } else {
-    return invalid_argument("unknown shape '", name, "' (known: tiny, small, 35b-a3b)");
+    return invalid_argument("unknown shape '", name, "' (known: tiny, small, code, 35b-a3b)");
   }
   c.ssm_d_inner = c.ssm_dt_rank * c.ssm_d_state;
   MTP_RETURN_IF_ERROR(c.validate());

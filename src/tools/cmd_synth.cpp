@@ -21,7 +21,9 @@ CommandRunner register_synth(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("synth", "Write a deterministic random-weight qwen35moe GGUF (test fixtures)");
   cmd->add_option("--shape", a->opt.shape,
-                  "Named shape: tiny (a few MB), small (256 wide, 4 layers) or 35b-a3b (the real widths)")
+                  "Named shape: tiny (a few MB), small (256 wide, 4 layers), code (128 wide, 2048-token "
+                  "vocabulary) or "
+                  "35b-a3b (the real widths)")
       ->capture_default_str();
   cmd->add_option("--layers", a->opt.layers, "Trunk layers (default: the shape's own; 35b-a3b has 40)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));

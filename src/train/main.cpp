@@ -7,34 +7,74 @@
 
 #include "train/trainer.h"
 
+namespace {
+
+void add_options(CLI::App& app, mtp::train::TrainOptions& o) {
+  app.add_option("--corpus", o.corpus, "text files to train on (concatenated)");
+  app.add_option("--corpus-dir", o.corpus_dir, "a directory of text files (searched recursively, sorted)");
+  app.add_option("--glob", o.glob, "with --corpus-dir: file names to take (fnmatch pattern)")
+      ->capture_default_str();
+  app.add_option("--exclude", o.exclude, "with --corpus-dir: skip files with a path component matching this");
+  app.add_option("--holdout", o.holdout, "with --corpus-dir: fraction of files held out (by path hash)")
+      ->capture_default_str();
+  app.add_option("--manifest", o.manifest, "with --corpus-dir: write the corpus manifest (TSV) here");
+  app.add_option("-o,--output", o.output, "the F32 GGUF to write")->required();
+  app.add_option("--name", o.name, "general.name of the file (default mtp-train-SHAPE)");
+  app.add_option("--shape", o.shape, "model shape (mtp synth's names: tiny, small, code)")
+      ->capture_default_str();
+  app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str();
+  app.add_option("--minutes", o.minutes, "stop after this much training time (0: no bound)")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "tokens per sequence")->capture_default_str();
+  app.add_option("--lr", o.learning_rate, "AdamW (peak) learning rate")->capture_default_str();
+  app.add_option("--schedule", o.schedule, "constant, or cosine (warmup, then down to 10% at --steps)")
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "warmup steps of the cosine schedule")->capture_default_str();
+  app.add_option("--mtp-weight", o.mtp_weight, "weight of the MTP block's next-next-token loss")
+      ->capture_default_str();
+  app.add_option("--loss-csv", o.loss_csv, "write each step's losses (and held-out losses) as CSV here");
+  app.add_option("--eval-every", o.eval_every, "held-out loss on a fixed sample every N steps (0: never)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "initial weights and batch sampling")->capture_default_str();
+  app.add_option("-t,--threads", o.threads, "libtorch threads")->capture_default_str();
+}
+
+void print_step(const mtp::train::StepReport& r) {
+  std::printf("step %lld loss %.4f mtp_loss %.4f lr %.3g", static_cast<long long>(r.step), r.loss, r.mtp_loss,
+              r.learning_rate);
+  if (r.heldout_loss >= 0)
+    std::printf(" heldout_loss %.4f heldout_mtp_loss %.4f", r.heldout_loss, r.heldout_mtp_loss);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   mtp::train::TrainOptions o;
   CLI::App app{"mtp-train: train a tiny qwen35moe model with an MTP block on text files (libtorch, CPU)",
                "mtp-train"};
-  app.add_option("--corpus", o.corpus, "text files to train on (concatenated)")->required();
-  app.add_option("-o,--output", o.output, "the F32 GGUF to write")->required();
-  app.add_option("--shape", o.shape, "model shape (mtp synth's names: tiny, small)")->capture_default_str();
-  app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str();
-  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
-  app.add_option("--seq-len", o.seq_len, "tokens per sequence")->capture_default_str();
-  app.add_option("--lr", o.learning_rate, "AdamW learning rate")->capture_default_str();
-  app.add_option("--mtp-weight", o.mtp_weight, "weight of the MTP block's next-next-token loss")
-      ->capture_default_str();
-  app.add_option("--seed", o.seed, "initial weights and batch sampling")->capture_default_str();
-  app.add_option("-t,--threads", o.threads, "libtorch threads")->capture_default_str();
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
 
   if (mtp::Status s = mtp::train::validate(o); !s.ok()) {
     std::fprintf(stderr, "mtp-train: %s\n", s.message().c_str());
     return 2;
   }
-  auto summary = mtp::train::train(o, [](const mtp::train::StepReport& r) {
-    std::printf("step %lld loss %.4f mtp_loss %.4f\n", static_cast<long long>(r.step), r.loss, r.mtp_loss);
-    std::fflush(stdout);
-  });
+  auto summary = mtp::train::train(o, print_step);
   if (!summary.ok()) {
     std::fprintf(stderr, "mtp-train: %s\n", summary.status().message().c_str());
     return summary.status().code() == mtp::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (summary->stopped_by_time) std::printf("stopped by --minutes after %zu steps\n", summary->steps.size());
+  if (summary->has_heldout) {
+    const mtp::train::HeldOut& h = summary->heldout;
+    std::printf(
+        "held-out: %lld tokens scored, loss %.4f nats/token (MTP %.4f), %.4f bits/byte (%lld tokens, %lld "
+        "bytes)\n",
+        static_cast<long long>(h.tokens), h.loss, h.mtp_loss, h.bits_per_byte,
+        static_cast<long long>(h.stream_tokens), static_cast<long long>(h.bytes));
   }
   std::printf("trained %lld tokens in %.2f s (%.0f tokens/s); corpus %lld tokens; wrote %s\n",
               static_cast<long long>(summary->trained_tokens), summary->seconds,

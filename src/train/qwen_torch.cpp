@@ -239,24 +239,72 @@ torch::Tensor QwenTorch::delta_net(const std::string& blk, const torch::Tensor& 
   return torch::matmul(gated.reshape({B, T, h_v * d}), p(blk + "ssm_out.weight").t());
 }
 
-// docs/model.md 3.4. Every expert runs on every row (tiny configs) and the top-k weights select: the same
-// result as running only the chosen ones, with the router's gradient through the kept probabilities.
+namespace {
+
+struct Routing {
+  torch::Tensor weights;  // [N, k] renormalised top-k probabilities (differentiable)
+  torch::Tensor index;    // [N, k] expert ids
+};
+
+Routing route(const torch::Tensor& x, const torch::Tensor& router, int64_t k) {
+  const torch::Tensor probs = torch::matmul(x, router.t()).softmax(-1);
+  auto [top, index] = probs.topk(k, -1);
+  return {top / top.sum(-1, true).clamp_min(6.1035e-5), index};
+}
+
+// One expert's SwiGLU on rows x [M, n]: gate, up [ff, n], down [n, ff].
+torch::Tensor expert_ffn(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up,
+                         const torch::Tensor& down) {
+  return torch::matmul(torch::silu(torch::matmul(x, gate.t())) * torch::matmul(x, up.t()), down.t());
+}
+
+}  // namespace
+
+torch::Tensor routed_experts_dense(const torch::Tensor& x, const ExpertWeights& w, int64_t k) {
+  const Routing r = route(x, w.router, k);
+  const torch::Tensor dense =
+      torch::zeros({x.size(0), w.router.size(0)}, x.options()).scatter(1, r.index, r.weights);  // [N, E]
+  const torch::Tensor gate = torch::einsum("nd,efd->nef", {x, w.gate});
+  const torch::Tensor up = torch::einsum("nd,efd->nef", {x, w.up});
+  const torch::Tensor y = torch::einsum("nef,edf->ned", {torch::silu(gate) * up, w.down});
+  return (y * dense.unsqueeze(-1)).sum(1);
+}
+
+// The N x k (row, expert) pairs sorted by expert (stable, so rows stay in order within an expert): each
+// expert's rows are one contiguous slice, gathered, run through that expert and added back with their weight.
+torch::Tensor routed_experts_dispatched(const torch::Tensor& x, const ExpertWeights& w, int64_t k) {
+  const int64_t N = x.size(0), E = w.router.size(0);
+  const Routing r = route(x, w.router, k);
+  const torch::Tensor expert = r.index.reshape({-1});  // [N k]
+  const torch::Tensor order = std::get<1>(expert.sort(c10::optional<bool>(true), /*dim=*/0));
+  const torch::Tensor rows = torch::arange(N, expert.options()).repeat_interleave(k).index_select(0, order);
+  const torch::Tensor weights = r.weights.reshape({-1}).index_select(0, order).unsqueeze(-1);
+  const torch::Tensor counts = torch::bincount(expert, {}, E);
+  const int64_t* count = counts.data_ptr<int64_t>();
+  torch::Tensor out = torch::zeros_like(x);
+  int64_t begin = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = count[e];
+    if (n == 0) continue;
+    const torch::Tensor sel = rows.slice(0, begin, begin + n);
+    const torch::Tensor y = expert_ffn(x.index_select(0, sel), w.gate[e], w.up[e], w.down[e]);
+    out = out.index_add(0, sel, y * weights.slice(0, begin, begin + n));
+    begin += n;
+  }
+  return out;
+}
+
+// docs/model.md 3.4: the routed experts (dispatched) plus the sigmoid-gated shared expert.
 torch::Tensor QwenTorch::moe(const std::string& blk, const torch::Tensor& f) const {
   const Qwen35MoeConfig& c = config_;
   const torch::Tensor x = f.reshape({-1, c.n_embd});  // [N, n]
-  const torch::Tensor probs = torch::matmul(x, p(blk + "ffn_gate_inp.weight").t()).softmax(-1);
-  const auto [top, index] = probs.topk(c.n_expert_used, -1);
-  const torch::Tensor weights = top / top.sum(-1, true).clamp_min(6.1035e-5);
-  const torch::Tensor dense = torch::zeros_like(probs).scatter(1, index, weights);  // [N, E]
-  const torch::Tensor gate = torch::einsum("nd,efd->nef", {x, p(blk + "ffn_gate_exps.weight")});
-  const torch::Tensor up = torch::einsum("nd,efd->nef", {x, p(blk + "ffn_up_exps.weight")});
-  const torch::Tensor y =
-      torch::einsum("nef,edf->ned", {torch::silu(gate) * up, p(blk + "ffn_down_exps.weight")});
-  const torch::Tensor routed = (y * dense.unsqueeze(-1)).sum(1);
-
-  const torch::Tensor hs = torch::silu(torch::matmul(x, p(blk + "ffn_gate_shexp.weight").t())) *
-                           torch::matmul(x, p(blk + "ffn_up_shexp.weight").t());
-  const torch::Tensor shared = torch::matmul(hs, p(blk + "ffn_down_shexp.weight").t());
+  const torch::Tensor routed =
+      routed_experts_dispatched(x,
+                                {p(blk + "ffn_gate_inp.weight"), p(blk + "ffn_gate_exps.weight"),
+                                 p(blk + "ffn_up_exps.weight"), p(blk + "ffn_down_exps.weight")},
+                                c.n_expert_used);
+  const torch::Tensor shared = expert_ffn(x, p(blk + "ffn_gate_shexp.weight"), p(blk + "ffn_up_shexp.weight"),
+                                          p(blk + "ffn_down_shexp.weight"));
   const torch::Tensor s =
       torch::sigmoid(torch::matmul(x, p(blk + "ffn_gate_inp_shexp.weight")).unsqueeze(-1));
   return (routed + s * shared).view(f.sizes());

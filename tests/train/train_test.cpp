@@ -1,15 +1,18 @@
 // mtp-train's foundations: the chunked Gated DeltaNet against the step-by-step recurrence (values and
-// gradients), the libtorch model against our reference forward on its exported GGUF (trunk and MTP block),
-// and a short training run that lowers the loss.
+// gradients), the dispatched MoE against the dense one, the libtorch model against our reference forward on
+// its exported GGUF (trunk and MTP block), a corpus directory's files, split and manifest, and short training
+// runs that lower the loss and write the loss curve.
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "../gguf/test_util.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
 #include "tokenizer/bpe_trainer.h"
+#include "train/corpus.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
 #include "train/trainer.h"
@@ -71,6 +74,27 @@ TEST(DeltaRule, ChunkedIsStableInFloat) {
   const DeltaInputs f{to_float(in.q), to_float(in.k), to_float(in.v), to_float(in.beta), to_float(in.g)};
   EXPECT_LT(max_abs_diff(delta_rule_recurrent(in).detach(), delta_rule_chunked(f, 64).to(torch::kFloat64)),
             1e-5);
+}
+
+TEST(Moe, DispatchedExpertsMatchDenseInValuesAndGradients) {
+  torch::manual_seed(9);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).requires_grad(true);
+  const int64_t N = 37, n = 12, ff = 7, E = 6, k = 2;
+  const torch::Tensor x = torch::randn({N, n}, f64);
+  const ExpertWeights w{torch::randn({E, n}, f64), torch::randn({E, ff, n}, f64),
+                        torch::randn({E, ff, n}, f64), torch::randn({E, n, ff}, f64)};
+  const torch::Tensor weights = torch::randn({N, n}, torch::TensorOptions().dtype(torch::kFloat64));
+  const torch::Tensor dense = routed_experts_dense(x, w, k);
+  const torch::Tensor dispatched = routed_experts_dispatched(x, w, k);
+  EXPECT_GT(dense.abs().max().item<double>(), 1e-2);
+  EXPECT_LT(max_abs_diff(dense, dispatched), 1e-12);
+  const std::vector<torch::Tensor> inputs = {x, w.router, w.gate, w.up, w.down};
+  const auto g_dense = torch::autograd::grad({(dense * weights).sum()}, inputs, {}, true);
+  const auto g_disp = torch::autograd::grad({(dispatched * weights).sum()}, inputs, {}, true);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_GT(g_dense[i].abs().max().item<double>(), 1e-3) << "input " << i;
+    EXPECT_LT(max_abs_diff(g_dense[i], g_disp[i]), 1e-10) << "input " << i;
+  }
 }
 
 TEST(QwenTorch, ChunkedAndRecurrentModelsAgree) {
@@ -176,6 +200,143 @@ TEST(Train, BadInputIsAClearError) {
   o.steps = 1;
   o.shape = "huge";
   EXPECT_NE(validate(o).message().find("--shape"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(o.output));
+}
+
+void write(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+TEST(Corpus, SortedMatchingFilesWithAManifest) {
+  TempDir dir;
+  write(dir.path() / "b.py", "abc");
+  write(dir.path() / "a/z.py", "x = 1\n");
+  write(dir.path() / "a/test/t.py", "skipped\n");
+  write(dir.path() / "notes.txt", "skipped\n");
+  std::filesystem::create_symlink(dir.path() / "b.py", dir.path() / "link.py");
+  auto files = read_corpus_dir({dir.path().string(), "*.py", {"test"}, 0.0});
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].path, "a/z.py");
+  EXPECT_EQ((*files)[1].path, "b.py");
+  EXPECT_EQ((*files)[1].text, "abc");
+  EXPECT_EQ(corpus_manifest(*files),
+            "path\tbytes\tsha256\tsplit\n"
+            "a/z.py\t6\t" +
+                (*files)[0].sha256 +
+                "\ttrain\n"
+                "b.py\t3\tba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\ttrain\n");
+  EXPECT_FALSE(read_corpus_dir({dir.file("absent"), "*.py", {}, 0.0}).ok());
+  auto none = read_corpus_dir({dir.path().string(), "*.rs", {}, 0.0});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no file"), std::string::npos);
+}
+
+TEST(Corpus, HoldsOutAboutTheAskedFractionByPath) {
+  int held = 0;
+  for (int i = 0; i < 20000; ++i) held += is_held_out("pkg" + std::to_string(i) + "/mod.py", 0.05) ? 1 : 0;
+  EXPECT_GT(held, 800);
+  EXPECT_LT(held, 1200);
+  EXPECT_FALSE(is_held_out("pkg1/mod.py", 0.0));
+  EXPECT_EQ(is_held_out("a/b.py", 0.3), is_held_out("a/b.py", 0.3));
+}
+
+// A corpus directory with at least one held-out and one training file, from the bundled corpus's lines.
+std::string split_corpus_dir(const TempDir& dir, double holdout) {
+  const std::string root = dir.file("corpus");
+  std::istringstream lines{std::string(builtin_training_corpus())};
+  std::string line, text;
+  int file = 0;
+  bool held = false, trained = false;
+  while (std::getline(lines, line)) {
+    text += line + "\n";
+    if (text.size() < 400) continue;
+    const std::string name = "f" + std::to_string(file++) + ".py";
+    (is_held_out(name, holdout) ? held : trained) = true;
+    write(std::filesystem::path(root) / name, text);
+    text.clear();
+  }
+  EXPECT_TRUE(held && trained);
+  return root;
+}
+
+TEST(Train, CorpusDirectoryRunWritesManifestLossCurveAndHeldOutLoss) {
+  TempDir dir;
+  TrainOptions o;
+  o.corpus_dir = split_corpus_dir(dir, 0.3);
+  o.glob = "*.py";
+  o.holdout = 0.3;
+  o.manifest = dir.file("manifest.tsv");
+  o.loss_csv = dir.file("loss.csv");
+  o.eval_every = 2;
+  o.output = dir.file("out.gguf");
+  o.steps = 5;
+  o.seq_len = 16;
+  o.schedule = "cosine";
+  o.warmup = 2;
+  auto summary = train(o, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  ASSERT_TRUE(summary->has_heldout);
+  EXPECT_GT(summary->heldout.tokens, 0);
+  EXPECT_GT(summary->heldout.loss, 0);
+  EXPECT_NEAR(summary->heldout.bits_per_byte,
+              summary->heldout.loss * static_cast<double>(summary->heldout.stream_tokens) /
+                  static_cast<double>(summary->heldout.bytes) / std::log(2.0),
+              1e-9);
+  // Warmup, then cosine down to 10% of the peak at the last step.
+  ASSERT_EQ(summary->steps.size(), 5u);
+  EXPECT_NEAR(summary->steps[0].learning_rate, o.learning_rate / 2, 1e-12);
+  EXPECT_NEAR(summary->steps[1].learning_rate, o.learning_rate, 1e-12);
+  EXPECT_NEAR(summary->steps[4].learning_rate, o.learning_rate * 0.1, 1e-12);
+  for (size_t i = 0; i < 5; ++i) {  // steps 2, 4 and the last (5) are evaluated
+    const bool evaluated = i == 1 || i == 3 || i == 4;
+    EXPECT_EQ(summary->steps[i].heldout_loss > 0, evaluated) << "step " << i + 1;
+    EXPECT_EQ(summary->steps[i].heldout_mtp_loss > 0, evaluated) << "step " << i + 1;
+  }
+  std::ifstream csv(o.loss_csv);
+  std::string header, row;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "step,loss,mtp_loss,lr,heldout_loss,heldout_mtp_loss");
+  int rows = 0;
+  while (std::getline(csv, row)) ++rows;
+  EXPECT_EQ(rows, 5);
+  std::ifstream manifest(o.manifest);
+  std::string text((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\theldout\n"), std::string::npos);
+  EXPECT_NE(text.find("\ttrain\n"), std::string::npos);
+  EXPECT_TRUE(Model::load(o.output).ok());
+}
+
+TEST(Train, CorpusOptionsAreChecked) {
+  TempDir dir;
+  TrainOptions o;
+  o.output = dir.file("out.gguf");
+  EXPECT_NE(validate(o).message().find("--corpus-dir"), std::string::npos);  // neither
+  o.corpus = {"a.txt"};
+  o.corpus_dir = dir.path().string();
+  EXPECT_NE(validate(o).message().find("either"), std::string::npos);  // both
+  o.corpus_dir.clear();
+  o.eval_every = 5;
+  EXPECT_NE(validate(o).message().find("--eval-every"), std::string::npos);
+  o.eval_every = 0;
+  o.schedule = "linear";
+  EXPECT_NE(validate(o).message().find("--schedule"), std::string::npos);
+  o.schedule = "cosine";
+  o.warmup = o.steps;
+  EXPECT_NE(validate(o).message().find("--warmup"), std::string::npos);
+  o.warmup = 0;
+  o.corpus.clear();
+  o.corpus_dir = dir.file("absent");
+  auto missing = train(o, nullptr);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("absent"), std::string::npos);
+  o.corpus_dir = split_corpus_dir(dir, 0.3);
+  o.holdout = 0;
+  o.eval_every = 1;
+  auto nothing_held = train(o, nullptr);
+  ASSERT_FALSE(nothing_held.ok());
+  EXPECT_NE(nothing_held.status().message().find("holds out no file"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(o.output));
 }
 

@@ -61,7 +61,8 @@ Expected<Qwen35MoeConfig> read_qwen35moe_config(const Metadata& md, int64_t n_vo
 // Writes general.architecture and every qwen35moe.* key with the types llama.cpp's converter uses.
 void write_qwen35moe_config(const Qwen35MoeConfig& config, Metadata& md);
 
-// Named shapes: "tiny" (unit tests; a few MB), "small" (256 wide; per-step overhead benchmarks) and "35b-a3b"
+// Named shapes: "tiny" (unit tests; a few MB), "small" (256 wide; per-step overhead benchmarks), "code" (the
+// bundled trained model: 128 wide, a 2048-token vocabulary) and "35b-a3b"
 // (the real widths; layers chosen by the caller).
 Expected<Qwen35MoeConfig> qwen35moe_shape(const std::string& name, int64_t n_layer = 0);
 

@@ -34,6 +34,19 @@ torch::Tensor delta_rule_chunked(const DeltaInputs& in, int64_t chunk_size);
 
 enum class DeltaForm { kChunked, kRecurrent };
 
+// The routed experts of one MoE layer (docs/model.md 3.4), GGUF layout: router [E, n], gate and up
+// [E, ff, n], down [E, n, ff].
+struct ExpertWeights {
+  torch::Tensor router, gate, up, down;
+};
+
+// The routed half of the MoE over rows x [N, n] -> [N, n]: softmax over all experts, the top k renormalised.
+// The dispatched form gathers each expert's rows and runs only the chosen experts (what training uses); the
+// dense form runs every expert on every row and lets the top-k weights select (k / E of its work is kept).
+// Both give the same values and the same gradients (the router's through the kept probabilities).
+torch::Tensor routed_experts_dispatched(const torch::Tensor& x, const ExpertWeights& w, int64_t k);
+torch::Tensor routed_experts_dense(const torch::Tensor& x, const ExpertWeights& w, int64_t k);
+
 struct ForwardResult {
   torch::Tensor hidden;      // [B, T, n_embd] post-norm trunk hidden (the vector the LM head reads)
   torch::Tensor logits;      // [B, T, n_vocab]: row t predicts token t + 1
