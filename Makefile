@@ -64,7 +64,7 @@ build-fuzz: deps
 # tokens/s and the acceptance statistics on stderr).
 run: build
 	./$(BUILD)/src/tools/mtp inspect $(MODEL)
-	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "The quick brown fox" -n 96 --spec mtp --draft-max 3
+	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "def __init__(self" -n 96 --spec mtp --draft-max 3
 
 # libtorch first: the Release build then configures with it and builds mtp-train and its tests.
 unit-test: train-deps test-deps build

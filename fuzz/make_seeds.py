@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the generated seed files of fuzz/corpus (run from the repository root): a small model (the bundled
-models/example.gguf cut down to one trunk layer and its MTP block), a tokenizer-only GGUF, a draft-vocab subset
+tests/data/example.gguf cut down to one trunk layer and its MTP block), a tokenizer-only GGUF, a draft-vocab subset
 file and importance matrices in both formats. The chat templates (copies of tests/chat/data/templates) and the
 request bodies are plain files."""
 import math
@@ -116,9 +116,9 @@ def read_gguf(b):
 
 
 def model_seed():
-    """models/example.gguf (tiny shape, 4 trunk layers + MTP, q8_0) with only trunk layer 0 (delta-net) and the
+    """tests/data/example.gguf (tiny shape, 4 trunk layers + MTP, q8_0) with only trunk layer 0 (delta-net) and the
     MTP block renumbered blk.1: the smallest file Model::load accepts with every kind of tensor binding."""
-    kvs, tensors = read_gguf(Path("models/example.gguf").read_bytes())
+    kvs, tensors = read_gguf(Path("tests/data/example.gguf").read_bytes())
     kvs["qwen35moe.block_count"] = gguf_string("qwen35moe.block_count") + struct.pack("<II", U32, 2)
     keep = []
     for name, dims, ggml_type, data in tensors:

@@ -22,7 +22,7 @@ namespace {
 using namespace mtp;
 
 struct Options {
-  std::vector<std::string> models = {"models/example.gguf"};
+  std::vector<std::string> models = {"tests/data/example.gguf"};
   std::string corpus;  // empty: the tokenizer library's bundled corpus
   double megabytes = 1;
   double seconds = 1;

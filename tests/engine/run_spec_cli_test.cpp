@@ -10,7 +10,7 @@ namespace {
 using testing::run_mtp;
 
 TEST(RunSpecCli, SameTextAndStatisticsLine) {
-  const std::string base = "run -m models/example.gguf -p 'The quick brown fox' -n 48 --ignore-eos -t 2 ";
+  const std::string base = "run -m tests/data/example.gguf -p 'The quick brown fox' -n 48 --ignore-eos -t 2 ";
   auto plain = run_mtp(base + "--spec none");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   for (const char* d : {"1", "3"}) {
@@ -36,14 +36,32 @@ TEST(RunSpecCli, SameTextAndStatisticsLine) {
   EXPECT_NE(s1.output, plain.output);  // and it did sample: --temp is not ignored
 }
 
+// The bundled trained model (models/README.md): its greedy and seeded text is the same with MTP drafting, and
+// the head drafts tokens the trunk accepts.
+TEST(RunSpecCli, TheBundledModelGivesTheSameTextWithMtp) {
+  const std::string base = "run -m models/example.gguf -p 'def parse(' -n 64 --ignore-eos -t 1 ";
+  auto plain = run_mtp(base + "--spec none");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  auto spec = run_mtp(base + "--spec mtp --draft-max 3");
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  EXPECT_EQ(spec.output, plain.output);
+  auto merged = run_mtp(base + "--spec mtp --draft-max 3", true);
+  ASSERT_NE(merged.output.find("#acc tokens = "), std::string::npos) << merged.output;
+  EXPECT_EQ(merged.output.find("#acc tokens = 0,"), std::string::npos) << merged.output;
+  auto s1 = run_mtp(base + "--temp 1 --seed 3 --spec none");
+  auto s2 = run_mtp(base + "--temp 1 --seed 3 --spec mtp --draft-max 2");
+  ASSERT_EQ(s2.exit_code, 0) << s2.output;
+  EXPECT_EQ(s1.output, s2.output);
+}
+
 TEST(RunSpecCli, BadFlagsAreUsageErrors) {
-  const std::string base = "run -m models/example.gguf -p hi -n 4 ";
+  const std::string base = "run -m tests/data/example.gguf -p hi -n 4 ";
   EXPECT_EQ(run_mtp(base + "--spec maybe").exit_code, 2);
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-max -1").exit_code, 2);
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-max 2 --draft-min 3").exit_code, 2);
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-p-min 1.5").exit_code, 2);
-  EXPECT_EQ(run_mtp(base + "--head models/example.gguf").exit_code, 2);  // --head needs --spec mtp
-  EXPECT_EQ(run_mtp(base + "--draft-vocab 64").exit_code, 2);            // --draft-vocab needs --spec mtp
+  EXPECT_EQ(run_mtp(base + "--head tests/data/example.gguf").exit_code, 2);  // --head needs --spec mtp
+  EXPECT_EQ(run_mtp(base + "--draft-vocab 64").exit_code, 2);                // --draft-vocab needs --spec mtp
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-vocab-file ids.txt").exit_code, 2);  // and a count
   EXPECT_EQ(run_mtp(base + "--min-p 1.5").exit_code, 2);
   EXPECT_EQ(run_mtp(base + "--spec mtp --draft-head best").exit_code, 2);

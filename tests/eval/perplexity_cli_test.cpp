@@ -19,7 +19,7 @@ using mtp::testing::run_mtp;
 using mtp::testing::TempDir;
 using Json = nlohmann::json;
 
-constexpr const char* kModel = "models/example.gguf";
+constexpr const char* kModel = "tests/data/example.gguf";
 
 // Plain English-like text from a fixed word list and a linear congruential sequence: enough tokens for
 // several chunks of 64.
@@ -225,7 +225,7 @@ TEST_F(PerplexityCli, MismatchedAndBrokenInputsAreOneLineErrors) {
   for (int c = 0; c < 4; ++c) ASSERT_TRUE(w->write_chunk(rows).ok());
   ASSERT_TRUE(w->commit().ok());
   EXPECT_NE(
-      error_of(cmd + dir_.file("v600.kld"), 1).find("a vocabulary of 600, but models/example.gguf has 512"),
+      error_of(cmd + dir_.file("v600.kld"), 1).find("a vocabulary of 600, but tests/data/example.gguf has 512"),
       std::string::npos);
 
   const std::string short_text = write_text(dir_, "short.txt", "a few words");

@@ -372,7 +372,7 @@ TEST(GreedyProbe, OurServerIsIdenticalWithAndWithoutDraftingAndTheGateReadsThePr
   TempDir dir;
   const std::string out = dir.file("probe.jsonl");
   {
-    mtp::testing::ServerProcess srv("-m models/example.gguf -np 2 -c 2048 --spec mtp");
+    mtp::testing::ServerProcess srv("-m tests/data/example.gguf -np 2 -c 2048 --spec mtp");
     const std::string url = "http://127.0.0.1:" + std::to_string(srv.port());
     auto r = mtp::testing::run_mtp(
         "gate probe greedy --url " + url +

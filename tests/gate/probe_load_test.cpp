@@ -180,7 +180,7 @@ TEST(ProbeUnderLoad, ToolProbeRunsEachScenariosTwoSidesSideBySide) {
 // drafting on and off, since each side's greedy output is the same.
 TEST(ProbeUnderLoad, OurServerAtConcurrencyFourIsIdenticalOnBothSides) {
   TempDir dir;
-  mtp::testing::ServerProcess srv("-m models/example.gguf -np 4 -c 4096 --spec mtp");
+  mtp::testing::ServerProcess srv("-m tests/data/example.gguf -np 4 -c 4096 --spec mtp");
   const std::string url = "http://127.0.0.1:" + std::to_string(srv.port());
   auto greedy = mtp::testing::run_mtp("gate probe greedy --url " + url +
                                           " --reference-body '{\"speculative\": false}' --prompts 8 "

@@ -33,7 +33,7 @@ def free_port():
 
 
 def sweep(source, mtp, out, *extra):
-    cmd = ["bash", str(source / "bench/server/profile_sweep.sh"), "-m", "models/example.gguf", "-o", str(out),
+    cmd = ["bash", str(source / "bench/server/profile_sweep.sh"), "-m", "tests/data/example.gguf", "-o", str(out),
            "--mtp", mtp, "--levels", "1", "--requests", "2", "--warmup", "0", "--prompt-tokens", "8",
            "--max-tokens", "4", "-np", "2", "-c", "1024", "-t", "1", "--port", str(free_port()), *extra]
     return subprocess.run(cmd, cwd=source, capture_output=True, text=True, timeout=240)

@@ -119,7 +119,7 @@ TEST(RecordedAnswers, ARecordedSessionReplaysToTheSameRequestsAndAnswers) {
   std::filesystem::remove(second);
   std::vector<Json> recorded;
   {
-    ServerProcess srv("-m models/example.gguf --record " + first + " --record-answers");
+    ServerProcess srv("-m tests/data/example.gguf --record " + first + " --record-answers");
     EXPECT_NE(srv.banner().find("recording requests and answers to " + first), std::string::npos)
         << srv.banner();
     const Json reply = two_turns(srv.port());
@@ -130,7 +130,7 @@ TEST(RecordedAnswers, ARecordedSessionReplaysToTheSameRequestsAndAnswers) {
     EXPECT_EQ(recorded[1]["answer"]["role"], "assistant");         // a streamed answer is kept too
     EXPECT_TRUE(recorded[1]["answer"]["content"].is_string());
   }
-  ServerProcess srv("-m models/example.gguf --record " + second + " --record-answers");
+  ServerProcess srv("-m tests/data/example.gguf --record " + second + " --record-answers");
   const std::string run = second + ".run.jsonl";
   const auto r = run_mtp(str_cat("replay '", first, "' --url http://127.0.0.1:", srv.port(),
                                  " --history recorded --max-tokens-cap 6 --timeout 120 -o '", run, "'"),
@@ -152,7 +152,7 @@ TEST(RecordedAnswers, RedactedAnswersKeepLengthsOnlyAndNeedRecord) {
   const std::string trace = write_temp("answers_redacted", "");
   std::filesystem::remove(trace);
   {
-    ServerProcess srv("-m models/example.gguf --record " + trace + " --record-answers --record-redact");
+    ServerProcess srv("-m tests/data/example.gguf --record " + trace + " --record-answers --record-redact");
     const Json reply = two_turns(srv.port());
     const std::vector<Json> lines = read_lines(trace);
     ASSERT_EQ(lines.size(), 2u);
@@ -164,7 +164,7 @@ TEST(RecordedAnswers, RedactedAnswersKeepLengthsOnlyAndNeedRecord) {
     EXPECT_EQ(lines[0]["answer_lengths"]["tool_calls"], 0);
   }
   std::filesystem::remove(trace);
-  const auto alone = run_mtp("serve -m models/example.gguf --port 0 --record-answers", true);
+  const auto alone = run_mtp("serve -m tests/data/example.gguf --port 0 --record-answers", true);
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_EQ(alone.output, "mtp serve: --record-answers needs --record FILE\n");
 }

@@ -72,7 +72,7 @@ void replay_ok(const std::string& trace, int port) {
 TEST(ServeRecord, RecordsTwoRequestsThatReplayAgainstTheServer) {
   const std::string trace = write_temp("serve_record", "");
   std::filesystem::remove(trace);
-  ServerProcess srv("-m models/example.gguf --record " + trace);
+  ServerProcess srv("-m tests/data/example.gguf --record " + trace);
   EXPECT_NE(srv.banner().find("recording requests to " + trace), std::string::npos) << srv.banner();
   send_two(srv.port());
   const std::vector<Json> lines = read_lines(trace);
@@ -102,7 +102,7 @@ TEST(ServeRecord, RecordsTwoRequestsThatReplayAgainstTheServer) {
 TEST(ServeRecord, RedactedTraceKeepsLengthsOnlyAndStillReplays) {
   const std::string trace = write_temp("serve_record_redact", "");
   std::filesystem::remove(trace);
-  ServerProcess srv("-m models/example.gguf --record " + trace + " --record-redact");
+  ServerProcess srv("-m tests/data/example.gguf --record " + trace + " --record-redact");
   send_two(srv.port());
   const std::string text = slurp(trace);
   EXPECT_EQ(text.find("recorded"), std::string::npos) << text;
@@ -124,7 +124,7 @@ TEST(ServeRecord, RedactedTraceKeepsLengthsOnlyAndStillReplays) {
 TEST(ServeRecord, ConcurrentRequestsGiveWholeLines) {
   const std::string trace = write_temp("serve_record_conc", "");
   std::filesystem::remove(trace);
-  ServerProcess srv("-m models/example.gguf -np 2 --record " + trace);
+  ServerProcess srv("-m tests/data/example.gguf -np 2 --record " + trace);
   ReplayOptions o;
   o.client.url = "http://127.0.0.1:" + std::to_string(srv.port());
   o.client.timeout_s = 120;
@@ -158,7 +158,7 @@ TEST(ServeRecord, ConcurrentRequestsGiveWholeLines) {
 TEST(ServeRecord, StreamCutByTheClientIsRecordedAsCancelled) {
   const std::string trace = write_temp("serve_record_cut", "");
   std::filesystem::remove(trace);
-  ServerProcess srv("-m models/example.gguf --record " + trace);
+  ServerProcess srv("-m tests/data/example.gguf --record " + trace);
   httplib::Client c("127.0.0.1", srv.port());
   c.set_read_timeout(120);
   const Json body = {{"messages", {{{"role", "user"}, {"content", "go on"}}}},
@@ -185,12 +185,12 @@ TEST(ServeRecord, StreamCutByTheClientIsRecordedAsCancelled) {
 }
 
 TEST(ServeRecord, UnwritableFileFailsAtStartAndRedactNeedsRecord) {
-  const auto bad = run_mtp("serve -m models/example.gguf --port 0 --record /nonexistent/dir/t.jsonl", true);
+  const auto bad = run_mtp("serve -m tests/data/example.gguf --port 0 --record /nonexistent/dir/t.jsonl", true);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(bad.output.rfind("mtp serve: --record: cannot open '/nonexistent/dir/t.jsonl' for appending", 0),
             0u)
       << bad.output;
-  const auto alone = run_mtp("serve -m models/example.gguf --port 0 --record-redact", true);
+  const auto alone = run_mtp("serve -m tests/data/example.gguf --port 0 --record-redact", true);
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_EQ(alone.output, "mtp serve: --record-redact needs --record FILE\n");
 }
@@ -232,7 +232,7 @@ std::vector<RequestRecord> replay_turns(const std::string& trace, int port, cons
 // reply the server never produced.
 TEST(ReplayCommand, LiveHistoryAgainstOurServerReusesTheConversationItProduced) {
   const std::string trace = write_temp("replay_live_turns", three_turn_trace());
-  ServerProcess srv("-m models/example.gguf");
+  ServerProcess srv("-m tests/data/example.gguf");
   const std::vector<RequestRecord> live = replay_turns(trace, srv.port(), "live");
   const std::vector<RequestRecord> recorded = replay_turns(trace, srv.port(), "recorded");
   ASSERT_EQ(live.size(), 3u);

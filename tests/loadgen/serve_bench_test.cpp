@@ -13,7 +13,7 @@ namespace mtp::loadgen {
 namespace {
 
 TEST(BenchAgainstServe, BundledModelWithMtp) {
-  mtp::testing::ServerProcess srv("-m models/example.gguf -np 2 --spec mtp");
+  mtp::testing::ServerProcess srv("-m tests/data/example.gguf -np 2 --spec mtp");
   const std::string path = write_temp("serve_bench", "");
   BenchOptions o = bench_options("http://127.0.0.1:" + std::to_string(srv.port()), {1, 2}, 2, 16, 8);
   o.client.timeout_s = 120;

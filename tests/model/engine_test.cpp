@@ -191,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
                                            "w_iq4_xs"));
 
 TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
-  Model model = load(std::string(MTP_SOURCE_DIR) + "/models/example.gguf");
+  Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");
   ThreadPool pool(2);
   Memory mem = make_memory(model, 1, 256);
   const int32_t seq = *mem.seq_create();

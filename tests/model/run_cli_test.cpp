@@ -24,26 +24,26 @@ std::vector<int> parse_ids(const std::string& line) {
 }
 
 TEST(TokenizeCli, PrintsIdsOnOneLineAndPiecesWithDetok) {
-  auto r = run_mtp("tokenize -m models/example.gguf -p 'Hello world<|im_start|>'");
+  auto r = run_mtp("tokenize -m tests/data/example.gguf -p 'Hello world<|im_start|>'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
   const auto ids = parse_ids(r.output);
   ASSERT_FALSE(ids.empty());
-  auto d = run_mtp("tokenize --detok -m models/example.gguf -p 'Hello world<|im_start|>'");
+  auto d = run_mtp("tokenize --detok -m tests/data/example.gguf -p 'Hello world<|im_start|>'");
   ASSERT_EQ(d.exit_code, 0);
   EXPECT_NE(d.output.find("\t\"<|im_start|>\""), std::string::npos) << d.output;  // a control token, matched
   EXPECT_EQ(static_cast<size_t>(std::count(d.output.begin(), d.output.end(), '\n')), ids.size());
-  EXPECT_EQ(run_mtp("tokenize -m models/example.gguf").exit_code, 2);
+  EXPECT_EQ(run_mtp("tokenize -m tests/data/example.gguf").exit_code, 2);
   EXPECT_EQ(run_mtp("tokenize -m /nonexistent.gguf -p x").exit_code, 1);
 }
 
 TEST(RunCli, GeneratesNTokensAndDumpsEveryPositionsLogits) {
   testing::TempDir dir;
   const std::string prompt = "'The quick brown fox'";
-  const auto n_prompt = parse_ids(run_mtp("tokenize -m models/example.gguf -p " + prompt).output).size();
+  const auto n_prompt = parse_ids(run_mtp("tokenize -m tests/data/example.gguf -p " + prompt).output).size();
   ASSERT_GT(n_prompt, 0u);
   const int n = 12;
-  auto r = run_mtp("run -m models/example.gguf -p " + prompt + " -n 12 --ignore-eos -t 1 --dump-logits " +
+  auto r = run_mtp("run -m tests/data/example.gguf -p " + prompt + " -n 12 --ignore-eos -t 1 --dump-logits " +
                        dir.file("logits.bin"),
                    true);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -59,7 +59,7 @@ TEST(RunCli, MtpIsaPicksTheKernelsTheSummaryNames) {
   struct EnvScope {
     ~EnvScope() { unsetenv("MTP_ISA"); }
   } scope;
-  const std::string cmd = "run -m models/example.gguf -p 'Once upon a time' -n 4 --ignore-eos -t 1";
+  const std::string cmd = "run -m tests/data/example.gguf -p 'Once upon a time' -n 4 --ignore-eos -t 1";
   setenv("MTP_ISA", "scalar", 1);
   auto s = run_mtp(cmd, true);
   ASSERT_EQ(s.exit_code, 0) << s.output;
@@ -92,7 +92,7 @@ TEST(RunCli, MtpIsaPicksTheKernelsTheSummaryNames) {
 
 TEST(RunCli, GreedyAndSeededSamplingAreDeterministic) {
   testing::TempDir dir;
-  const std::string base = "run -m models/example.gguf -p 'Once upon a time' -n 16 --ignore-eos ";
+  const std::string base = "run -m tests/data/example.gguf -p 'Once upon a time' -n 16 --ignore-eos ";
   auto g1 = run_mtp(base + "--dump-logits " + dir.file("a.bin"));
   auto g2 = run_mtp(base + "-t 2 --dump-logits " + dir.file("b.bin"));
   ASSERT_EQ(g1.exit_code, 0);
@@ -115,8 +115,8 @@ TEST(RunCli, UsageAndRuntimeErrors) {
   EXPECT_EQ(run_mtp("run --help").exit_code, 0);
   EXPECT_EQ(run_mtp("tokenize --help").exit_code, 0);
   EXPECT_EQ(run_mtp("run -p hi").exit_code, 2);                                   // no model
-  EXPECT_EQ(run_mtp("run -m models/example.gguf -p hi -n -1").exit_code, 2);      // bad count
-  EXPECT_EQ(run_mtp("run -m models/example.gguf -p hi --top-p 0").exit_code, 2);  // bad top-p
+  EXPECT_EQ(run_mtp("run -m tests/data/example.gguf -p hi -n -1").exit_code, 2);      // bad count
+  EXPECT_EQ(run_mtp("run -m tests/data/example.gguf -p hi --top-p 0").exit_code, 2);  // bad top-p
   auto missing = run_mtp("run -m /nonexistent.gguf -p hi", true);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("mtp run: "), std::string::npos) << missing.output;

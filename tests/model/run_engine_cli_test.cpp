@@ -11,7 +11,7 @@ using testing::run_mtp;
 
 TEST(RunEngineCli, SameTextAsReferenceAndBatchSizeDoesNotChangeLogits) {
   testing::TempDir dir;
-  const std::string base = "run -m models/example.gguf -p 'The quick brown fox jumps' -n 24 --ignore-eos ";
+  const std::string base = "run -m tests/data/example.gguf -p 'The quick brown fox jumps' -n 24 --ignore-eos ";
   auto eng = run_mtp(base + "-b 512 --dump-logits " + dir.file("a.bin"));
   auto small = run_mtp(base + "-b 3 -t 1 --dump-logits " + dir.file("b.bin"));
   auto ref = run_mtp(base + "--reference");
@@ -19,7 +19,7 @@ TEST(RunEngineCli, SameTextAsReferenceAndBatchSizeDoesNotChangeLogits) {
   EXPECT_EQ(eng.output, ref.output);  // greedy text (the structured model's margins are large)
   EXPECT_EQ(eng.output, small.output);
   EXPECT_EQ(testing::read_bytes(dir.file("a.bin")), testing::read_bytes(dir.file("b.bin")));
-  EXPECT_EQ(run_mtp("run -m models/example.gguf -p hi -b 0").exit_code, 2);
+  EXPECT_EQ(run_mtp("run -m tests/data/example.gguf -p hi -b 0").exit_code, 2);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The HTTP server over real loopback HTTP, in-process, with a scripted backend: exact replies (tool calls,
 // reasoning, stop strings), SSE framing, bad input, the queue bound, disconnects and shutdown. The model's
-// tokenizer (models/example.gguf) turns the scripted replies into tokens.
+// tokenizer (tests/data/example.gguf) turns the scripted replies into tokens.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -20,7 +20,7 @@ using server::Json;
 
 const Tokenizer& tokenizer() {
   static Tokenizer* tok = [] {
-    auto model = Model::load(std::string(MTP_SOURCE_DIR) + "/models/example.gguf");
+    auto model = Model::load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");
     if (!model.ok()) throw std::runtime_error(model.status().message());
     auto t = Tokenizer::create(model->vocab());
     if (!t.ok()) throw std::runtime_error(t.status().message());
@@ -39,7 +39,7 @@ class HttpTest : public ::testing::Test {
  protected:
   void start(server::ServerConfig cfg = {}, int32_t n_slots = 2) {
     cfg.port = 0;
-    cfg.model_path = "models/example.gguf";
+    cfg.model_path = "tests/data/example.gguf";
     cfg.alias = "example";
     cfg.defaults.sampling.temperature = 0;
     backend_ = std::make_unique<ScriptedBackend>(n_slots, [this](const std::vector<int32_t>&) {

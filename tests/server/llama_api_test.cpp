@@ -1,5 +1,5 @@
 // llama-server's native API on `mtp serve`: POST /completion, GET /slots and llama-server's
-// names in /props, over the real engine on models/example.gguf (the server runs as a child process), and
+// names in /props, over the real engine on tests/data/example.gguf (the server runs as a child process), and
 // the native request parser without HTTP.
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ constexpr int kCtx = 256;
 class LlamaApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = std::make_unique<ServerProcess>("-m models/example.gguf -t 2 --spec mtp --draft-max 2 -np " +
+    server_ = std::make_unique<ServerProcess>("-m tests/data/example.gguf -t 2 --spec mtp --draft-max 2 -np " +
                                               std::to_string(kSlots) + " -c " + std::to_string(kCtx));
   }
   static void TearDownTestSuite() { server_.reset(); }
@@ -184,7 +184,7 @@ TEST_F(LlamaApiTest, SlotsAndProps) {
 
   const Json props = Json::parse(http_get(port(), "/props").body);
   EXPECT_EQ(props["total_slots"], kSlots);
-  EXPECT_EQ(props["model_path"], "models/example.gguf");
+  EXPECT_EQ(props["model_path"], "tests/data/example.gguf");
   EXPECT_TRUE(props["chat_template"].is_string());
   EXPECT_TRUE(props["build_info"].is_string());
   const Json& g = props["default_generation_settings"];
@@ -244,7 +244,7 @@ TEST_F(LlamaApiTest, ProbabilitiesWithNProbs) {
 // end before /slots is asked: such an attempt proves nothing and is repeated (a few times at most); /slots
 // must show the request in every attempt where it is still running.
 TEST(LlamaApiSlotsTest, RunningRequestShows) {
-  ServerProcess srv("-m models/example.gguf -t 2 -np 3 -c 8192 --spec mtp");
+  ServerProcess srv("-m tests/data/example.gguf -t 2 -np 3 -c 8192 --spec mtp");
   const int port = srv.port();
   Json slots;
   for (int attempt = 0; attempt < 5; ++attempt) {

@@ -13,7 +13,7 @@ namespace {
 
 using server::Json;
 
-const std::string kModel = "-m models/example.gguf -t 2 -np 1";
+const std::string kModel = "-m tests/data/example.gguf -t 2 -np 1";
 
 // What a streamed reply's token_sources add up to, and its last chunk's timings.
 struct Sources {

@@ -1,5 +1,5 @@
 // `mtp serve` as a user runs it: the built binary as a child process on an ephemeral port, the real engine
-// on the bundled model (models/example.gguf: tiny, structured, with an MTP head), over loopback HTTP.
+// on the bundled model (tests/data/example.gguf: tiny, structured, with an MTP head), over loopback HTTP.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -24,7 +24,7 @@ namespace {
 
 using server::Json;
 
-const std::string kModel = "-m models/example.gguf -t 2";
+const std::string kModel = "-m tests/data/example.gguf -t 2";
 
 Json post_json(int port, const std::string& path, const Json& body) {
   HttpResponse r = http_post(port, path, body.dump());
@@ -735,7 +735,7 @@ TEST(ServeTest, DraftsWithAHeadFile) {
   const std::string dir = dir_template, trunk = dir + "/trunk.gguf", head = dir + "/head.gguf";
   // The bundled model's recipe without --mtp (models/README.md), and the bundled model's block on its own.
   ASSERT_EQ(run_mtp("synth --shape tiny --type q8_0 --structured 1.75 --seed 1 -o " + trunk).exit_code, 0);
-  ASSERT_EQ(run_mtp("extract-head models/example.gguf -o " + head).exit_code, 0);
+  ASSERT_EQ(run_mtp("extract-head tests/data/example.gguf -o " + head).exit_code, 0);
   CommandResult r = run_mtp("serve -m " + trunk + " --spec mtp", true);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("MTP block"), std::string::npos) << r.output;
@@ -761,12 +761,12 @@ TEST(ServeTest, DraftsWithAHeadFile) {
 }
 
 TEST(ServeTest, FlagErrors) {
-  CommandResult r = run_mtp("serve -m models/example.gguf -np 0", true);
+  CommandResult r = run_mtp("serve -m tests/data/example.gguf -np 0", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("-np must be >= 1"), std::string::npos) << r.output;
-  r = run_mtp("serve -m models/example.gguf --bogus", true);
+  r = run_mtp("serve -m tests/data/example.gguf --bogus", true);
   EXPECT_EQ(r.exit_code, 2);
-  r = run_mtp("serve -m models/example.gguf --spec-type ngram", true);
+  r = run_mtp("serve -m tests/data/example.gguf --spec-type ngram", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("draft-mtp"), std::string::npos) << r.output;
   // Flags that need drafting, bad cache types and limits are refused before the model is opened.
@@ -794,7 +794,7 @@ TEST(ServeTest, FlagErrors) {
   EXPECT_NE(r.output.find("--draft-vocab-file needs --draft-vocab N"), std::string::npos) << r.output;
   // A malformed LLAMA_SPEC_MAX_DRAFTING_SLOTS is an error, not "never draft".
   setenv("LLAMA_SPEC_MAX_DRAFTING_SLOTS", "one", 1);
-  r = run_mtp("serve -m models/example.gguf --spec mtp --port 70000", true);  // (exits even if ignored)
+  r = run_mtp("serve -m tests/data/example.gguf --spec mtp --port 70000", true);  // (exits even if ignored)
   unsetenv("LLAMA_SPEC_MAX_DRAFTING_SLOTS");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("LLAMA_SPEC_MAX_DRAFTING_SLOTS='one'"), std::string::npos) << r.output;

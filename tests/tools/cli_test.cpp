@@ -66,7 +66,7 @@ TEST(Cli, MessagesNameTheProblemOnce) {
       twice.output,
       "mtp serve: --draft-max is given 2 times (--draft-max, --spec-draft-n-max, --draft or --draft-n name "
       "one option); give it once\n");
-  EXPECT_EQ(run_mtp("run -m models/example.gguf -p a --draft-max 2 --draft-max 3", true).output,
+  EXPECT_EQ(run_mtp("run -m tests/data/example.gguf -p a --draft-max 2 --draft-max 3", true).output,
             "mtp run: --draft-max is given 2 times; give it once\n");
   // The option parser's own errors: one line naming the command, exit code 2.
   const auto missing = run_mtp("run -p hi", true);
@@ -112,7 +112,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_mtp("").exit_code, 2);
   EXPECT_EQ(run_mtp("no-such-command").exit_code, 2);
   EXPECT_EQ(run_mtp("inspect").exit_code, 2);
-  EXPECT_EQ(run_mtp("inspect --bogus models/example.gguf").exit_code, 2);
+  EXPECT_EQ(run_mtp("inspect --bogus tests/data/example.gguf").exit_code, 2);
   EXPECT_EQ(run_mtp("synth --type q9_9 -o /tmp/never.gguf").exit_code, 2);
   EXPECT_EQ(run_mtp("synth --layers 0 -o /tmp/never.gguf").exit_code, 2);  // not "the shape's default"
 }
@@ -134,22 +134,22 @@ TEST(Cli, RuntimeErrorsExitOneWithAOneLineMessageNamingTheFile) {
 }
 
 TEST(Cli, InspectGoldenOutputOnTheExampleModel) {
-  auto text = run_mtp("inspect models/example.gguf");
+  auto text = run_mtp("inspect tests/data/example.gguf");
   ASSERT_EQ(text.exit_code, 0);
   EXPECT_EQ(text.output, read_text("tests/tools/data/example_inspect.txt"));
-  auto json = run_mtp("inspect --json --tensors models/example.gguf");
+  auto json = run_mtp("inspect --json --tensors tests/data/example.gguf");
   ASSERT_EQ(json.exit_code, 0);
   EXPECT_EQ(json.output, read_text("tests/tools/data/example_inspect.json"));
 }
 
 TEST(Cli, InspectListsTensorsAndMetadata) {
-  auto r = run_mtp("inspect --tensors --metadata models/example.gguf");
+  auto r = run_mtp("inspect --tensors --metadata tests/data/example.gguf");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
   EXPECT_NE(r.output.find("qwen35moe.nextn_predict_layers"), std::string::npos);
   EXPECT_NE(r.output.find("[128, 64]"), std::string::npos);  // eh_proj: {2*n_embd, n_embd}
   // Two files side by side have no per-tensor lists in text: refused rather than ignored.
-  EXPECT_EQ(run_mtp("inspect --tensors models/example.gguf models/example.gguf").exit_code, 2);
+  EXPECT_EQ(run_mtp("inspect --tensors tests/data/example.gguf tests/data/example.gguf").exit_code, 2);
 }
 
 TEST(Cli, InspectHandlesOtherArchitectures) {

@@ -192,24 +192,24 @@ TEST(Quantize, RequantizesQuantizedInput) {
 TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   TempDir dir;
   auto r =
-      testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " --type IQ4_XS --dry-run");
+      testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type IQ4_XS --dry-run");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
   EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
-  EXPECT_EQ(testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
+  EXPECT_EQ(testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
             2);
-  EXPECT_EQ(testing::run_mtp("quantize models/example.gguf models/example.gguf --type Q8_0").exit_code, 2);
+  EXPECT_EQ(testing::run_mtp("quantize tests/data/example.gguf tests/data/example.gguf --type Q8_0").exit_code, 2);
   // A dry run checks the importance matrix too; the type is given once, positionally or by --type.
-  r = testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") +
+  r = testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") +
                            " --type IQ4_XS --dry-run --imatrix " + dir.file("missing.dat"),
                        true);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("missing.dat"), std::string::npos) << r.output;
-  r = testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " Q8_0 --type Q4_K", true);
+  r = testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " Q8_0 --type Q4_K", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("the target type is given twice"), std::string::npos) << r.output;
-  r = testing::run_mtp("quantize models/example.gguf " + dir.file("x.gguf") + " Q8_0 --dry-run");
+  r = testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " Q8_0 --dry-run");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
   // The help names the positionals and says the type is required.

@@ -259,7 +259,7 @@ TEST(Graft, CliExitCodesAndMessages) {
   EXPECT_EQ(testing::run_mtp("graft --trunk " + trunk).exit_code, 2);
   // A head type mtp cannot write is refused, not replaced by another.
   r = testing::run_mtp(
-      "graft --trunk " + trunk + " --head models/example.gguf --head-type q4_1 -o " + dir.file("o.gguf"),
+      "graft --trunk " + trunk + " --head tests/data/example.gguf --head-type q4_1 -o " + dir.file("o.gguf"),
       true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("cannot write q4_1"), std::string::npos) << r.output;

@@ -36,7 +36,7 @@ TEST(Synth, SameSeedSameBytesAnyThreadCount) {
   EXPECT_NE(a, testing::read_bytes(synth(dir, "c.gguf", opt)));
 }
 
-TEST(Synth, TheBundledExampleIsWhatSynthWrites) {
+TEST(Synth, TheTestExampleIsWhatSynthWrites) {
   testing::TempDir dir;
   auto r = testing::run_mtp(
       "synth --shape tiny --mtp --type q8_0 --structured 1.75 --seed 1 --name 'mtp.cpp example (tiny "
@@ -44,8 +44,8 @@ TEST(Synth, TheBundledExampleIsWhatSynthWrites) {
       dir.file("example.gguf"));
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(testing::read_bytes(dir.file("example.gguf")),
-            testing::read_bytes(std::string(MTP_SOURCE_DIR) + "/models/example.gguf"))
-      << "models/example.gguf is stale: regenerate it with the command in models/README.md";
+            testing::read_bytes(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf"))
+      << "tests/data/example.gguf is stale: regenerate it with the command in tests/data/README.md";
 }
 
 TEST(Synth, FileMatchesTheTensorTableAndReadsBackAsConfig) {

@@ -78,7 +78,7 @@ TEST(Tune, ServeCommandAddsTheSettingUnlessDefault) {
 TEST(Tune, SweepsTheBundledModelThroughItsOwnServers) {
   testing::TempDir dir;
   const std::string serve =
-      std::string(MTP_BINARY) + " serve -m models/example.gguf -np 2 -c 2048 -t 1 --spec mtp";
+      std::string(MTP_BINARY) + " serve -m tests/data/example.gguf -np 2 -c 2048 -t 1 --spec mtp";
   auto r = testing::run_mtp(
       "tune --serve '" + serve +
           "' --setting spec-max-drafting-slots --values 0,default --concurrency 1,2 --runs 2 "
