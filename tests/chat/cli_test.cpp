@@ -55,7 +55,8 @@ TEST(TemplateCli, TemplateFileAndReasoningOff) {
 }
 
 TEST(TemplateCli, Errors) {
-  EXPECT_EQ(run_mtp("template -m tests/data/example.gguf --messages /nonexistent.json 2>/dev/null").exit_code, 1);
+  EXPECT_EQ(run_mtp("template -m tests/data/example.gguf --messages /nonexistent.json 2>/dev/null").exit_code,
+            1);
   EXPECT_EQ(run_mtp("template -m tests/data/example.gguf --messages tests/chat/data/cli/system_user.json "
                     "--reasoning maybe 2>/dev/null")
                 .exit_code,

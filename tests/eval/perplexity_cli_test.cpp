@@ -224,9 +224,9 @@ TEST_F(PerplexityCli, MismatchedAndBrokenInputsAreOneLineErrors) {
   std::vector<uint16_t> rows(static_cast<size_t>(kld_scored_per_chunk(64) * kld_row_words(600)));
   for (int c = 0; c < 4; ++c) ASSERT_TRUE(w->write_chunk(rows).ok());
   ASSERT_TRUE(w->commit().ok());
-  EXPECT_NE(
-      error_of(cmd + dir_.file("v600.kld"), 1).find("a vocabulary of 600, but tests/data/example.gguf has 512"),
-      std::string::npos);
+  EXPECT_NE(error_of(cmd + dir_.file("v600.kld"), 1)
+                .find("a vocabulary of 600, but tests/data/example.gguf has 512"),
+            std::string::npos);
 
   const std::string short_text = write_text(dir_, "short.txt", "a few words");
   EXPECT_NE(error_of(std::string("perplexity -m ") + kModel + " -f " + short_text + " -c 64", 1)

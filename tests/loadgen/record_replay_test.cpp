@@ -185,7 +185,8 @@ TEST(ServeRecord, StreamCutByTheClientIsRecordedAsCancelled) {
 }
 
 TEST(ServeRecord, UnwritableFileFailsAtStartAndRedactNeedsRecord) {
-  const auto bad = run_mtp("serve -m tests/data/example.gguf --port 0 --record /nonexistent/dir/t.jsonl", true);
+  const auto bad =
+      run_mtp("serve -m tests/data/example.gguf --port 0 --record /nonexistent/dir/t.jsonl", true);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(bad.output.rfind("mtp serve: --record: cannot open '/nonexistent/dir/t.jsonl' for appending", 0),
             0u)

@@ -114,7 +114,7 @@ TEST(RunCli, GreedyAndSeededSamplingAreDeterministic) {
 TEST(RunCli, UsageAndRuntimeErrors) {
   EXPECT_EQ(run_mtp("run --help").exit_code, 0);
   EXPECT_EQ(run_mtp("tokenize --help").exit_code, 0);
-  EXPECT_EQ(run_mtp("run -p hi").exit_code, 2);                                   // no model
+  EXPECT_EQ(run_mtp("run -p hi").exit_code, 2);                                       // no model
   EXPECT_EQ(run_mtp("run -m tests/data/example.gguf -p hi -n -1").exit_code, 2);      // bad count
   EXPECT_EQ(run_mtp("run -m tests/data/example.gguf -p hi --top-p 0").exit_code, 2);  // bad top-p
   auto missing = run_mtp("run -m /nonexistent.gguf -p hi", true);

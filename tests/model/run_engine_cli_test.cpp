@@ -11,7 +11,8 @@ using testing::run_mtp;
 
 TEST(RunEngineCli, SameTextAsReferenceAndBatchSizeDoesNotChangeLogits) {
   testing::TempDir dir;
-  const std::string base = "run -m tests/data/example.gguf -p 'The quick brown fox jumps' -n 24 --ignore-eos ";
+  const std::string base =
+      "run -m tests/data/example.gguf -p 'The quick brown fox jumps' -n 24 --ignore-eos ";
   auto eng = run_mtp(base + "-b 512 --dump-logits " + dir.file("a.bin"));
   auto small = run_mtp(base + "-b 3 -t 1 --dump-logits " + dir.file("b.bin"));
   auto ref = run_mtp(base + "--reference");

@@ -23,8 +23,9 @@ constexpr int kCtx = 256;
 class LlamaApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = std::make_unique<ServerProcess>("-m tests/data/example.gguf -t 2 --spec mtp --draft-max 2 -np " +
-                                              std::to_string(kSlots) + " -c " + std::to_string(kCtx));
+    server_ =
+        std::make_unique<ServerProcess>("-m tests/data/example.gguf -t 2 --spec mtp --draft-max 2 -np " +
+                                        std::to_string(kSlots) + " -c " + std::to_string(kCtx));
   }
   static void TearDownTestSuite() { server_.reset(); }
   static int port() { return server_->port(); }

@@ -197,9 +197,11 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
   EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
-  EXPECT_EQ(testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
-            2);
-  EXPECT_EQ(testing::run_mtp("quantize tests/data/example.gguf tests/data/example.gguf --type Q8_0").exit_code, 2);
+  EXPECT_EQ(
+      testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
+      2);
+  EXPECT_EQ(
+      testing::run_mtp("quantize tests/data/example.gguf tests/data/example.gguf --type Q8_0").exit_code, 2);
   // A dry run checks the importance matrix too; the type is given once, positionally or by --type.
   r = testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") +
                            " --type IQ4_XS --dry-run --imatrix " + dir.file("missing.dat"),
