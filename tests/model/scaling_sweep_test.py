@@ -37,7 +37,7 @@ def main():
         peer.write_text(PEER)
         peer.chmod(0o755)
         out = tmp / "out"
-        base = ["bash", str(script), "-m", "models/example.gguf", "--bin", str(bins)]
+        base = ["bash", str(script), "-m", "tests/data/example.gguf", "--bin", str(bins)]
         cmd = base + ["-o", str(out), "--threads", "1", "--levels", "1", "--decode", "4", "--pp-reps", "1",
                       "-np", "2", "-c", "1024", "--max-tokens", "4", "--peer", f"fake={peer}",
                       "--peer-args", "-rtr 1"]
@@ -52,9 +52,9 @@ def main():
         assert dec_ratio == f"{float(dec) / 100:.2f}x" and pp_ratio == f"{float(pp) / 1000:.2f}x", rows[0]
         assert "engine_sweep" in r.stdout and re.search(r"^\| auto \|", r.stdout, re.M), r.stdout
         args = (peer.parent / "peer_args.txt").read_text().split()
-        assert args == ["-m", "models/example.gguf", "-t", "1", "-p", "512", "-n", "4", "-r", "1", "-rtr", "1"], args
+        assert args == ["-m", "tests/data/example.gguf", "-t", "1", "-p", "512", "-n", "4", "-r", "1", "-rtr", "1"], args
         machine = (out / "machine.txt").read_text()
-        assert "cores:" in machine and "engine_bench models/example.gguf --threads 1" in machine, machine
+        assert "cores:" in machine and "engine_bench tests/data/example.gguf --threads 1" in machine, machine
 
         # Refused before anything runs: exit code 2 for options, 1 for files, and no output folder.
         for bad, code in [(["--threads", "1,x"], 2), (["--peer", "nobin"], 2), (["--bogus", "1"], 2),

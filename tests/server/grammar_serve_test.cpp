@@ -109,7 +109,7 @@ void check_reply(const Request& r, const Json& reply) {
 }
 
 TEST(GrammarServe, MixedGrammarRequestsUnderConcurrencyMatchTheirRunsAlone) {
-  ServerProcess srv("-m models/example.gguf -t 2 -np 4 --spec mtp --draft-max 3");
+  ServerProcess srv("-m tests/data/example.gguf -t 2 -np 4 --spec mtp --draft-max 3");
   const int port = srv.port();
   const std::vector<Request> requests = mixed_requests();
   std::vector<Json> alone;

@@ -72,11 +72,11 @@ TEST(Cli, MessagesNameTheProblemOnce) {
   const auto missing = run_mtp("run -p hi", true);
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.output, "mtp run: --model is required (mtp run --help lists the options)\n");
-  const auto bad_value = run_mtp("run -m models/example.gguf -p hi --temp abc", true);
+  const auto bad_value = run_mtp("run -m tests/data/example.gguf -p hi --temp abc", true);
   EXPECT_EQ(bad_value.exit_code, 2);
   EXPECT_EQ(bad_value.output,
             "mtp run: Could not convert: --temp = abc (mtp run --help lists the options)\n");
-  const auto unknown = run_mtp("serve -m models/example.gguf --bogus", true);
+  const auto unknown = run_mtp("serve -m tests/data/example.gguf --bogus", true);
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.output.rfind("mtp serve: ", 0), 0u) << unknown.output;
   EXPECT_EQ(std::count(unknown.output.begin(), unknown.output.end(), '\n'), 1) << unknown.output;
