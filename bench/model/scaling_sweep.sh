@@ -4,7 +4,8 @@
 # (decode tok/s, its fraction of the read-only stream measured beside it, pp512, and where a step's time
 # goes); with --peer NAME=BIN, that llama-bench on the same file and threads (pp512 and decode); then
 # `engine_sweep` with MTP off, always on and auto at the largest thread count. Prints one table at the end
-# (python3); every program's own output stays in OUT, with OUT/machine.txt (CPU, cores, memory, commands).
+# (python3; our pp512 is the median of its repetitions); every program's own output stays in OUT, with
+# OUT/machine.txt (CPU, cores, memory, commands).
 # Run from the repository root after a build (--bin DIR for binaries elsewhere, e.g. carried to another machine).
 #   bench/model/scaling_sweep.sh -m MODEL -o OUT [--threads 1,4,8,16] [--levels 1,4,16] [--decode 32]
 #     [--pp-reps 2] [--max-tokens 32] [--draft-max 3] [-np 16] [-c 8192] [--bin DIR] [--timeout 300]
@@ -18,7 +19,7 @@ ctx=8192 bin="" limit=300 peer_args="" sweep=1
 peers=()
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit "$1"
 }
 while [ $# -gt 0 ]; do
@@ -107,8 +108,8 @@ names = [p.split("=", 1)[0] for p in peers]
 
 def mtp_figures(text):
     d = re.search(r"decode ([0-9.]+) tok/s \((\d+)% of bandwidth limit.*?(\d+)% of read-only", text)
-    pp = re.search(r"pp512: ([0-9.]+) tok/s", text)
-    return (float(d.group(1)) if d else None, d.group(3) + "%" if d else "-", float(pp.group(1)) if pp else None)
+    pp = sorted(float(v) for v in re.findall(r"pp512: ([0-9.]+) tok/s", text))  # one line per repetition
+    return (float(d.group(1)) if d else None, d.group(3) + "%" if d else "-", pp[len(pp) // 2] if pp else None)
 
 def peer_figures(text):
     # llama-bench's markdown rows: the test name, then "t/s" as "MEAN ± SD" in the last column.
