@@ -19,7 +19,7 @@ ctx=8192 bin="" limit=300 peer_args="" sweep=1
 peers=()
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   exit "$1"
 }
 while [ $# -gt 0 ]; do
