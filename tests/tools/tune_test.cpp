@@ -73,9 +73,9 @@ TEST(Tune, ServeCommandAddsTheSettingUnlessDefault) {
             "mtp serve -m m.gguf");
 }
 
-// Two values, two levels, two runs each, on the bundled model: the table, a recommendation and the command
+// Two values, two levels, two runs each, on the synthetic test model: the table, a recommendation and the command
 // line; a server that cannot start is one line naming its log, exit 1.
-TEST(Tune, SweepsTheBundledModelThroughItsOwnServers) {
+TEST(Tune, SweepsTheTestModelThroughItsOwnServers) {
   testing::TempDir dir;
   const std::string serve =
       std::string(MTP_BINARY) + " serve -m tests/data/example.gguf -np 2 -c 2048 -t 1 --spec mtp";
