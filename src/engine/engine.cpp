@@ -217,6 +217,7 @@ Expected<uint64_t> Engine::submit(std::vector<int32_t> prompt, const RequestOpti
     s = Slot{};
     return g;
   }
+  s.spec.sampled.chooser = m.make_draft_chooser(s);
   // What recent requests saw, until this one has rounds of its own.
   for (int h = 0; h < speculative::kDraftHeads; ++h)
     s.spec.acceptance[static_cast<size_t>(h)] = m.policy.acceptance(static_cast<speculative::DraftHead>(h));

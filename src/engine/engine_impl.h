@@ -20,9 +20,23 @@ enum class SlotState { kFree, kPrompt, kGenerate };
 
 // A slot's state, grouped by concern: the request (top level), its speculation, its prefix-cache bookkeeping,
 // its grammar, and the rows it holds in this step's batch.
+// Sampled drafts (DraftParams::sample, engine_spec_sampling.cpp): what each position of this step's draft was
+// drawn from (token ids and probabilities), the chooser the drafter draws with, and the verify's scratch.
+struct SlotDraftSampling {
+  std::unique_ptr<speculative::DraftChooser> chooser;  // null: drafts are the head's argmax
+  // This step: the token the chooser drew at each draft position (a drafter that ignores the chooser leaves
+  // it short, and its drafts are checked by equality), and what it drew from.
+  std::vector<int32_t> chosen;
+  std::vector<std::vector<int32_t>> ids;  // per draft position
+  std::vector<std::vector<double>> probs;
+  std::vector<int32_t> p_ids;  // the target's distribution at the row being verified
+  std::vector<double> p, residual;
+};
+
 struct SlotSpeculation {
   speculative::DraftParams params;  // effective; n_max == 0: never drafts
   std::array<speculative::AcceptanceTracker, speculative::kDraftHeads> acceptance;  // per DraftHead
+  SlotDraftSampling sampled;
 };
 
 // The prefix cache (when `enabled`): the cached prefix it started from, the post-norm hidden of the history's
@@ -233,6 +247,12 @@ struct Engine::Impl {
   // The drafter's view of the slot's grammar (nullptr without one): masks along the draft path from a copy
   // of the slot's state. Valid until the slot's next draft_constraint call.
   speculative::DraftConstraint* draft_constraint(Slot& s);
+  // Sampled drafts: the chooser a request gets (null where drafts stay the head's argmax: greedy sampling,
+  // a grammar, no drafting), and the verify of draft position i: the draft if the rejection test keeps it,
+  // else a draw from what the target gives beyond the head.
+  std::unique_ptr<speculative::DraftChooser> make_draft_chooser(Slot& s) const;
+  Expected<int32_t> verify_sampled_draft(Slot& s, std::span<const float> logits, int64_t i);
+  std::vector<double> q_dense;  // n_sample entries, zero outside a verify; the head's q at one position
   class GrammarDraftConstraint;
   // Cuts the slot's draft at its first token the grammar refuses after the ones before it (a drafter that
   // ignores the constraint): verification samples under the same mask, so that row and the rows after it

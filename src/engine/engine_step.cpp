@@ -23,6 +23,7 @@ Status Engine::Impl::run_step(std::vector<SlotEvent>& events, StepInfo& info) {
   int64_t prompt_left = 0;
   for (Slot& s : slots) {
     s.step.drafted.clear();
+    s.spec.sampled.chosen.clear();
     s.grammar.n_masks = 0;
     if (s.state == SlotState::kGenerate) gen.push_back(&s);
     if (s.state == SlotState::kPrompt) prompt_left += static_cast<int64_t>(s.prompt.size()) - s.prompt_done;
@@ -91,6 +92,7 @@ Status Engine::Impl::draft(std::span<Slot* const> gen, std::span<const int32_t> 
     // The policy's head, unless the request asked for the full one (its draft_vocab 0).
     t.params.subset = t.params.subset && info.head == speculative::DraftHead::kSubset;
     t.constraint = draft_constraint(*gen[i]);
+    t.chooser = gen[i]->spec.sampled.chooser.get();
     tasks.push_back(std::move(t));
     task_slot.push_back(gen[i]);
     k_max = std::max(k_max, k[i]);
@@ -193,7 +195,12 @@ Status Engine::Impl::accept_and_roll_back(Slot& s, std::vector<SlotEvent>& event
   while (used < s.step.n_rows) {
     const std::span<const float> logits =
         out.logits_of(s.step.row0 + used).first(static_cast<size_t>(n_sample));
-    Expected<int32_t> drawn = sample_token(s, logits);
+    // A sampled draft's row keeps it by the rejection test; the row after the draft (or after a greedy one)
+    // draws as without drafting.
+    const std::vector<int32_t>& chosen = s.spec.sampled.chosen;
+    const bool sampled_draft = used < n_draft && used < static_cast<int64_t>(chosen.size()) &&
+                               chosen[static_cast<size_t>(used)] == s.step.drafted[static_cast<size_t>(used)];
+    Expected<int32_t> drawn = sampled_draft ? verify_sampled_draft(s, logits, used) : sample_token(s, logits);
     if (!drawn) {  // the slot's memory goes with it, so nothing to roll back
       SlotEvent fin = finish(s, FinishReason::kError, drawn.status().message());
       fin.tokens = std::move(ev.tokens);

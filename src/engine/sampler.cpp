@@ -80,10 +80,19 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 int32_t Sampler::draw(std::span<const float> logits) {
   if (greedy()) return argmax(logits);
+  std::vector<int32_t> ids;
+  std::vector<double> weights;
+  candidates(logits, ids, weights);
+  return draw_weighted(ids, weights);  // sums the weights in the order candidates() did
+}
+
+double Sampler::candidates(std::span<const float> logits, std::vector<int32_t>& ids,
+                           std::vector<double>& weights) const {
   const int64_t n = static_cast<int64_t>(logits.size());
+  MTP_CHECK(n > 0 && !greedy());
 
   // Candidates by descending logit; ties by lower id so the order is total.
-  std::vector<int32_t> ids(static_cast<size_t>(n));
+  ids.resize(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
@@ -120,19 +129,45 @@ int32_t Sampler::draw(std::span<const float> logits) {
     keep = i;
   }
 
-  // Temperature, softmax over the kept candidates, inverse-CDF draw.
+  // Temperature: unnormalised softmax weights over the kept candidates.
+  ids.resize(static_cast<size_t>(keep));
   const double t = opt_.temperature;
   const double max = logits[ids[0]] / t;
-  std::vector<double> p(static_cast<size_t>(keep));
+  weights.resize(static_cast<size_t>(keep));
   double sum = 0;
-  for (int64_t i = 0; i < keep; ++i) sum += p[i] = std::exp(static_cast<double>(logits[ids[i]]) / t - max);
+  for (int64_t i = 0; i < keep; ++i)
+    sum += weights[i] = std::exp(static_cast<double>(logits[ids[i]]) / t - max);
+  return sum;
+}
+
+void Sampler::distribution(std::span<const float> logits, std::span<const int32_t> generated,
+                           std::vector<int32_t>& ids, std::vector<double>& probs) const {
+  static thread_local std::vector<float> adjusted;
+  std::span<const float> l = logits;
+  if (opt_.modifies_logits()) {
+    adjust(logits, generated, adjusted);
+    l = adjusted;
+  }
+  if (greedy()) {
+    ids.assign(1, argmax(l));
+    probs.assign(1, 1.0);
+    return;
+  }
+  const double sum = candidates(l, ids, probs);
+  for (double& p : probs) p /= sum;
+}
+
+int32_t Sampler::draw_weighted(std::span<const int32_t> ids, std::span<const double> weights) {
+  MTP_CHECK(!ids.empty() && ids.size() == weights.size());
+  double sum = 0;
+  for (double w : weights) sum += w;
   const double r = next_uniform() * sum;
   double cum = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    cum += p[i];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    cum += weights[i];
     if (r < cum) return ids[i];
   }
-  return ids[keep - 1];
+  return ids.back();
 }
 
 }  // namespace mtp

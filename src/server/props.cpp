@@ -11,6 +11,7 @@ Json speculative_props(const EngineOptions& eo) {
   s["n_max"] = eo.draft.n_max;
   s["n_min"] = eo.draft.n_min;
   s["p_min"] = eo.draft.p_min;
+  s["sample"] = eo.draft.sample;
   s["max_drafting_slots"] = eo.policy.max_drafting_slots;
   s["policy"] = eo.policy.kind == speculative::PolicyKind::kAuto ? "auto" : "fixed";
   s["head"] = eo.head_path.empty() ? Json() : Json(eo.head_path);
@@ -51,6 +52,7 @@ void describe_speculative(std::string& out, const Json& s) {
            slots < 0 ? "unlimited" : std::to_string(slots).c_str());
     if (!s["head"].is_null()) append(out, ", head %s", s["head"].get<std::string>().c_str());
     append(out, ", draft head %s", s["draft_head"].get<std::string>().c_str());
+    if (s["sample"].get<bool>()) append(out, ", sampled drafts");
     if (s["draft_vocab"].get<int64_t>() > 0)
       append(out, " (subset of %lld ids%s)", static_cast<long long>(s["draft_vocab"].get<int64_t>()),
              s["draft_head"] == "auto" ? "; the policy chooses it or the full head per batch size" : "");

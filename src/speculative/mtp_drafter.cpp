@@ -199,7 +199,11 @@ Status MtpDrafter::draft(std::span<DraftTask> tasks) {
           continue;
         }
       }
-      const int32_t best = argmax(logits);
+      const int32_t best =
+          task.chooser == nullptr
+              ? argmax(logits)
+              : task.chooser->choose(logits, subset ? vocab_->ids() : std::span<const int32_t>(),
+                                     task.draft.size());
       const int32_t id = subset ? vocab_->ids()[static_cast<size_t>(best)] : best;
       if (task.params.p_min > 0 && top10_confidence(logits, best) < task.params.p_min) {
         row[t] = -1;

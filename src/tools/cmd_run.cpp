@@ -273,6 +273,9 @@ CommandRunner register_run(CLI::App& app) {
   cmd->add_option("--draft-p-min", a->draft.p_min,
                   "Stop drafting when the draft token's probability (over the top 10) is below this")
       ->capture_default_str();
+  cmd->add_flag("--draft-sample", a->draft.sample,
+                "When sampling (--temp > 0): draft by sampling the MTP head and keep drafts by rejection "
+                "sampling (more drafts kept, the same distribution; a seed's text differs from --spec none)");
   cmd->add_option("--head", a->head, "Draft with the MTP block of this head-only GGUF (mtp extract-head)");
   cmd->add_option("--draft-vocab", a->draft_vocab, "Draft over this many token ids only (0: all)")
       ->capture_default_str();

@@ -49,6 +49,7 @@ struct ServeArgs {
   std::string spec_type;  // llama-server: draft-mtp | none
   int draft_max = 3, draft_min = 0;
   float draft_p_min = 0.0f;
+  bool draft_sample = false;
   int64_t draft_vocab = 0;
   std::string draft_vocab_file;
   std::string cache_type_k = "f32", cache_type_v = "f32";
@@ -207,6 +208,7 @@ int serve(ServeArgs& a) {
   eo.n_batch = std::min(a.n_batch, a.n_ubatch);
   eo.spec = a.spec == "mtp" ? SpecType::kMtp : SpecType::kNone;
   eo.draft = {a.draft_max, a.draft_min, a.draft_p_min};
+  eo.draft.sample = a.draft_sample;
   eo.policy.kind = a.spec_policy == "auto" ? speculative::PolicyKind::kAuto : speculative::PolicyKind::kFixed;
   eo.policy.max_drafting_slots = a.max_drafting_slots;
   eo.head_path = a.head;
@@ -383,6 +385,9 @@ void add_options(CLI::App& cmd, ServeArgs* a) {
   cmd.add_option("--draft-p-min,--spec-draft-p-min", a->draft_p_min,
                  "Stop drafting below this top-candidate probability")
       ->capture_default_str();
+  cmd.add_flag("--draft-sample", a->draft_sample,
+               "Requests that sample draft by sampling the MTP head, drafts kept by rejection sampling (more "
+               "kept, the same distribution; a seed's text differs from drafting off)");
   cmd.add_option("--draft-vocab", a->draft_vocab, "Draft over this many ids (0: the whole vocabulary)");
   cmd.add_option("--draft-vocab-file", a->draft_vocab_file, "Ranked ids for --draft-vocab (mtp draft-vocab)");
   cmd.add_option("--draft-head", a->draft_head,

@@ -13,6 +13,7 @@
 #include "engine_fixtures.h"
 #include "model/forward.h"
 #include "speculative/mtp_drafter.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mtp::testing {
 namespace {
@@ -496,10 +497,15 @@ TEST(SpecState, EveryAcceptanceLengthLeavesThePlainState) {
 // --- Sampling is exactly the target's distribution ---
 
 // The exact probability of the first three sampled tokens (top-k 4, temperature 1) against counts over many
-// seeds, with the MTP drafter, a drafter that is always wrong and one that is always right. Chi-square test
-// at significance 0.001 over the cells with an expected count >= 5 (the rest pooled).
-TEST(SpecSampling, DistributionMatchesTarget) {
-  auto model = Model::load(structured_model(GgmlType::F32, -1));
+// seeds, with the MTP drafter (its argmax, and drafts sampled from it and kept by rejection sampling), a
+// drafter that is always wrong and one that is always right. Chi-square test at significance 0.001 over the
+// cells with an expected count >= 5 (the rest pooled).
+enum class DraftMode { kMtp, kAlwaysWrong, kAlwaysRight, kMtpSampled };
+
+// `kept`: the drafts kept by the last mode.
+void expect_target_distribution(const std::string& path, std::initializer_list<DraftMode> modes,
+                                int64_t* kept = nullptr) {
+  auto model = Model::load(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
   ThreadPool pool(1);
   const std::vector<int32_t> prompt = {40, 41, 42, 43};
@@ -548,12 +554,13 @@ TEST(SpecSampling, DistributionMatchesTarget) {
   ro.sampling.top_k = k;
   ro.sampling.top_p = 1.0f;
   const int trials = 1200;
-  enum Mode { kMtp, kAlwaysWrong, kAlwaysRight };
-  for (Mode mode : {kMtp, kAlwaysWrong, kAlwaysRight}) {
+  using enum DraftMode;
+  for (DraftMode mode : modes) {
     EngineOptions eo = engine_options(true, 2);
     eo.n_ctx = 64;
+    eo.draft.sample = mode == kMtpSampled;
     speculative::ScriptedDrafter* scripted = nullptr;
-    if (mode != kMtp) {
+    if (mode == kAlwaysWrong || mode == kAlwaysRight) {
       eo.make_drafter = [&](const Model&, Memory&,
                             ThreadPool&) -> Expected<std::unique_ptr<speculative::Drafter>> {
         auto d = std::make_unique<speculative::ScriptedDrafter>();
@@ -567,7 +574,7 @@ TEST(SpecSampling, DistributionMatchesTarget) {
     int64_t drafted = 0, accepted = 0;
     for (int t = 0; t < trials; ++t) {
       ro.sampling.seed = static_cast<uint64_t>(t) + 1000;
-      if (mode != kMtp) {
+      if (mode == kAlwaysWrong || mode == kAlwaysRight) {
         // Right: the tokens plain decoding draws with this seed; wrong: a token outside the top k.
         std::vector<int32_t> script = prompt;
         const Generation g = generate(*plain_engine, prompt, ro);
@@ -587,6 +594,10 @@ TEST(SpecSampling, DistributionMatchesTarget) {
     if (mode == kAlwaysRight) {
       EXPECT_EQ(accepted, drafted);
     }
+    if (mode == kMtpSampled) {
+      EXPECT_LT(accepted, drafted);  // the rejection test rejected some
+    }
+    if (kept != nullptr) *kept = accepted;
     EXPECT_GT(drafted, 0);
     double chi2 = 0, pooled_expected = 0, pooled_observed = 0;
     int cells = 0;
@@ -619,8 +630,68 @@ TEST(SpecSampling, DistributionMatchesTarget) {
                                94.46, 95.75, 97.04, 98.32, 99.61, 100.89, 102.17, 103.44};
     ASSERT_GE(cells, 2);
     ASSERT_LE(cells - 1, static_cast<int>(std::size(critical)));
-    EXPECT_LT(chi2, critical[cells - 2]) << "mode " << mode << ", " << cells << " cells";
+    EXPECT_LT(chi2, critical[cells - 2]) << "mode " << static_cast<int>(mode) << ", " << cells << " cells";
   }
+}
+
+// Random weights: the head rarely agrees, so drafts are mostly rejected and the rows sample by themselves
+// (or, sampled drafts, from what the target gives beyond the head).
+TEST(SpecSampling, DistributionMatchesTarget) {
+  using enum DraftMode;
+  expect_target_distribution(structured_model(GgmlType::F32, -1),
+                             {kMtp, kAlwaysWrong, kAlwaysRight, kMtpSampled});
+}
+
+// A head that agrees with its trunk: sampled drafts are kept by the rejection test as well as replaced, and
+// the tokens still have the target's distribution.
+TEST(SpecSampling, SampledDraftsKeepTheTargetDistribution) {
+  int64_t kept = 0;
+  expect_target_distribution(structured_model(GgmlType::F32), {DraftMode::kMtpSampled}, &kept);
+  EXPECT_GT(kept, 100);
+}
+
+// The bundled model (trained, its head trained with its trunk) at temperature 1: drafts sampled from the head
+// and kept by rejection sampling are kept far more often than the head's argmax kept when the target's draw
+// equals it (0.28 against 0.68 at draft position 1 on held-out code, docs/running.md); with a greedy request
+// the option changes nothing (byte-identical to plain decoding).
+TEST(SpecSampling, SampledDraftsAreKeptMoreOftenByATrainedHead) {
+  auto model = Model::load(std::string(MTP_SOURCE_DIR) + "/models/example.gguf");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto tok = Tokenizer::create(model->vocab());
+  ASSERT_TRUE(tok.ok());
+  ThreadPool pool(1);
+  const std::vector<int32_t> prompt =
+      tok->encode("import os\n\n\nclass Reader:\n    def __init__(self, path):\n        self.path = path\n");
+  RequestOptions ro;
+  ro.max_tokens = 48;
+  ro.ignore_eos = true;
+  ro.sampling.temperature = 1.0f;
+  auto acceptance = [&](bool sample) {
+    EngineOptions eo = engine_options(true, 3);
+    eo.draft.sample = sample;
+    auto engine = make_engine(*model, eo, pool);
+    int64_t drafted = 0, accepted = 0;
+    for (uint64_t seed = 1; seed <= 16; ++seed) {
+      ro.sampling.seed = seed;
+      const Generation g = generate(*engine, prompt, ro);
+      drafted += g.timings.spec.drafted;
+      accepted += g.timings.spec.accepted;
+    }
+    EXPECT_GT(drafted, 0);
+    return static_cast<double>(accepted) / static_cast<double>(std::max<int64_t>(drafted, 1));
+  };
+  const double argmax_kept = acceptance(false), sampled_kept = acceptance(true);
+  EXPECT_GT(sampled_kept, argmax_kept + 0.1) << argmax_kept << " -> " << sampled_kept;
+
+  RequestOptions greedy = ro;
+  greedy.sampling.temperature = 0;
+  EngineOptions eo = engine_options(true, 3);
+  eo.draft.sample = true;
+  auto engine = make_engine(*model, eo, pool);
+  auto plain = make_engine(*model, engine_options(false, 0), pool);
+  const Generation a = generate(*engine, prompt, greedy), b = generate(*plain, prompt, greedy);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_GT(a.timings.spec.accepted, 0);
 }
 
 // --- Head files ---

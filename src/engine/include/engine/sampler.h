@@ -65,6 +65,14 @@ class Sampler {
   void adjust(std::span<const float> logits, std::span<const int32_t> generated,
               std::vector<float>& out) const;
   bool greedy() const { return opt_.temperature <= 0.0f; }
+  // What sample() draws from: its candidate token ids and their probabilities (summing to 1; greedy: the
+  // argmax alone, probability 1).
+  void distribution(std::span<const float> logits, std::span<const int32_t> generated,
+                    std::vector<int32_t>& ids, std::vector<double>& probs) const;
+  // A uniform draw in [0, 1) from the sampler's generator (an acceptance test of speculative sampling).
+  double uniform() { return next_uniform(); }
+  // A draw from `ids` in proportion to `weights` (not necessarily normalised), by the inverse CDF.
+  int32_t draw_weighted(std::span<const int32_t> ids, std::span<const double> weights);
 
   // Index of the largest value, lowest index on ties.
   static int32_t argmax(std::span<const float> logits);
@@ -72,6 +80,10 @@ class Sampler {
  private:
   double next_uniform();  // [0, 1) from splitmix64
   int32_t draw(std::span<const float> logits);
+  // The candidates after top-k, top-p and min-p, in draw order, with their softmax weights at the
+  // temperature (unnormalised); returns the weights' sum.
+  double candidates(std::span<const float> logits, std::vector<int32_t>& ids,
+                    std::vector<double>& weights) const;
 
   SamplerOptions opt_;
   uint64_t state_;

@@ -27,6 +27,10 @@ struct DraftParams {
   int32_t n_min = 0;   // a draft shorter than this is dropped
   float p_min = 0.0f;  // stop drafting when the top candidate's probability (over the top 10) is below this
   bool subset = true;  // draft over the drafter's vocabulary subset when it has one (false: the full head)
+  // When the request samples (temperature > 0): draft by sampling the head's distribution, and the engine
+  // keeps drafts by rejection sampling (more drafts kept, the same target distribution; seeded output is no
+  // longer the same as without drafting). False: the head's argmax, kept when the target's draw equals it.
+  bool sample = false;
 };
 
 // The ranges of DraftParams (the engine's options, each request's "speculative" override and the command
@@ -51,6 +55,17 @@ class DraftConstraint {
   virtual bool allows_all(std::span<const int32_t> /*drafted*/) { return false; }
 };
 
+// Where drafts are sampled (DraftParams::sample): picks the token at each draft position from the head's
+// logits and remembers the distribution it drew from, for the engine's rejection test. The engine implements
+// it with the request's sampler settings.
+class DraftChooser {
+ public:
+  virtual ~DraftChooser() = default;
+  // `logits[i]` is token ids[i] (token i when ids is empty), refused tokens at -infinity; `position` counts
+  // the draft's tokens before this one. Returns an index into logits.
+  virtual int32_t choose(std::span<const float> logits, std::span<const int32_t> ids, size_t position) = 0;
+};
+
 // One sequence's request for a draft this step.
 struct DraftTask {
   int32_t seq = 0;
@@ -60,6 +75,8 @@ struct DraftTask {
   // Optional (not owned): a drafter that honours it drafts only allowed tokens, its head's choice taken
   // among them; one that does not leaves the engine to cut the draft at the first refused token.
   DraftConstraint* constraint = nullptr;
+  // Optional (not owned): picks each draft token in place of the head's argmax.
+  DraftChooser* chooser = nullptr;
   std::vector<int32_t> draft;  // out: 0..n_max tokens for positions pos+1, pos+2, ...
 };
 
