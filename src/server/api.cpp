@@ -122,7 +122,7 @@ Err parse_stop(const Json& body, const RequestDefaults& d, std::vector<std::stri
   return std::nullopt;
 }
 
-// "speculative": false | true | {"n_max", "n_min", "p_min", "draft_vocab"}, or llama-server's flat
+// "speculative": false | true | {"n_max", "n_min", "p_min", "draft_vocab", "sample"}, or llama-server's flat
 // "speculative.n_max" keys. draft_vocab: 0 = the full draft head, or the server's own --draft-vocab N (the
 // subset is gathered once at start, so other sizes are refused).
 Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions& opt) {
@@ -132,6 +132,9 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
     std::optional<int64_t> n_max, n_min;
     std::optional<double> p_min;
     std::optional<int64_t> draft_vocab;
+    std::optional<bool> sample;  // DraftParams::sample: drafts sampled from the head when the request samples
+    MTP_API_TRY(get_bool(obj, prefix + "sample", sample));
+    if (sample) p.sample = *sample, set = true;
     MTP_API_TRY(get_int(obj, prefix + "draft_vocab", 0, std::numeric_limits<int32_t>::max(), draft_vocab));
     if (draft_vocab) {
       if (*draft_vocab != 0 && *draft_vocab != d.draft_vocab)
@@ -160,9 +163,10 @@ Err parse_speculative(const Json& body, const RequestDefaults& d, RequestOptions
       }
     } else if (j->is_object()) {
       for (auto it = j->begin(); it != j->end(); ++it) {
-        if (it.key() != "n_max" && it.key() != "n_min" && it.key() != "p_min" && it.key() != "draft_vocab")
+        if (it.key() != "n_max" && it.key() != "n_min" && it.key() != "p_min" && it.key() != "draft_vocab" &&
+            it.key() != "sample")
           return bad_request(str_cat("'speculative' has an unknown field '", it.key(),
-                                     "' (known: n_max, n_min, p_min, draft_vocab)"),
+                                     "' (known: n_max, n_min, p_min, draft_vocab, sample)"),
                              "speculative");
       }
       Json renamed = Json::object();

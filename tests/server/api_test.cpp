@@ -291,6 +291,13 @@ TEST(ApiTest, SpeculativeOverride) {
   EXPECT_NE(completion(R"({"prompt": "a", "speculative": {"draft": 1}})")->message.find("unknown field"),
             std::string::npos);
   EXPECT_TRUE(completion(R"({"prompt": "a", "speculative": {"p_min": 1.5}})"));
+  // sample: drafts sampled from the head (the server's --draft-sample, per request).
+  ASSERT_FALSE(completion(R"({"prompt": "a", "speculative": {"sample": true}})", &p));
+  ASSERT_TRUE(p.options.speculative.has_value());
+  EXPECT_TRUE(p.options.speculative->sample);
+  EXPECT_EQ(p.options.speculative->n_max, 3);  // the rest from the server's defaults
+  EXPECT_NE(completion(R"({"prompt": "a", "speculative": {"sample": 1}})")->message.find("sample"),
+            std::string::npos);
   // n_max's range is the engine's (speculative::kMaxDraftTokens).
   EXPECT_FALSE(completion(R"({"prompt": "a", "speculative": {"n_max": 16}})"));
   EXPECT_TRUE(completion(R"({"prompt": "a", "speculative": {"n_max": 17}})"));
