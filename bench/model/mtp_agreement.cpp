@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../bench_cli.h"
+#include "base/text_file.h"
 #include "base/timer.h"
 #include "model/model.h"
 #include "model/reference_forward.h"
@@ -78,15 +79,14 @@ int main(int argc, char** argv) {
   std::vector<int32_t> x = tok->encode(prompt);
   size_t n_prompt = x.size();
   if (!text_file.empty()) {
-    std::string body;
-    if (FILE* f = std::fopen(text_file.c_str(), "rb")) {
-      char buf[65536];
-      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) body.append(buf, n);
-      std::fclose(f);
+    Expected<std::string> body = read_text_file(text_file);
+    if (!body.ok()) {
+      std::fprintf(stderr, "mtp_agreement: %s\n", body.status().message().c_str());
+      return 1;
     }
     EncodeOptions e;
     e.parse_special = false;
-    x = tok->encode(body, e);
+    x = tok->encode(*body, e);
     if (x.size() < 4) {
       std::fprintf(stderr, "mtp_agreement: %s: fewer than 4 tokens\n", text_file.c_str());
       return 1;

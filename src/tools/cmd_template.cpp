@@ -3,10 +3,9 @@
 // Face transformers renders, so that renders can be compared with other tools. A model without a template
 // gets the built-in ChatML template, and a note on stderr says so.
 #include <cstdio>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
+#include "base/text_file.h"
 #include "chat/chat_template.h"
 #include "command.h"
 #include "gguf/gguf_file.h"
@@ -24,17 +23,8 @@ struct TemplateArgs {
   bool no_generation_prompt = false;
 };
 
-Expected<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error("cannot read '", path, "'");
-  return ss.str();
-}
-
 Expected<chat::Json> read_json(const std::string& path) {
-  MTP_ASSIGN_OR_RETURN(std::string text, read_text(path));
+  MTP_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
   chat::Json j = chat::Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return corrupt("'", path, "' is not valid JSON");
   return j;
@@ -86,7 +76,7 @@ int run_template(const TemplateArgs& a) {
 
   std::optional<chat::ChatTemplate> tmpl;
   if (!a.template_file.empty()) {
-    auto src = read_text(a.template_file);
+    auto src = read_text_file(a.template_file);
     if (!src.ok()) return fail(src.status());
     auto t = chat::ChatTemplate::create(*src, bos, eos);
     if (!t.ok()) return bad_file(t.status(), a.template_file);

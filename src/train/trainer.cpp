@@ -9,11 +9,11 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <numbers>
 #include <sstream>
 
 #include "base/atomic_file.h"
+#include "base/text_file.h"
 #include "model/qwen35moe_config.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
@@ -26,13 +26,11 @@ namespace {
 
 using torch::indexing::Slice;
 
+// A corpus file's text; the error says it is one.
 Expected<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot read corpus file '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error("error reading corpus file '", path, "'");
-  return ss.str();
+  Expected<std::string> text = read_text_file(path);
+  if (!text.ok()) return io_error("corpus file: ", text.status().message());
+  return text;
 }
 
 // Control and user-defined tokens the BPE trainer adds after the merges.
