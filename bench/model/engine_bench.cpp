@@ -80,7 +80,7 @@ Touched touched_per_token(const Model& m) {
 // verify batches rolled back to their first row, as the engine does when every draft is rejected.
 bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, int64_t rows, int steps) {
   MemoryOptions mo;
-  mo.n_ctx = 1024 + steps * rows;
+  mo.n_ctx = 1024 + rows;
   mo.n_seq = 1;
   mo.n_snapshots = 4;
   mo.mtp = false;
@@ -90,19 +90,23 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
     std::fprintf(stderr, "engine_bench: %s\n", mem.status().message().c_str());
     return false;
   }
-  const int32_t s = *mem->seq_create();
+  int32_t s = *mem->seq_create();
   Batch b;
   Outputs out;
+  // A step wider than the snapshots kept is a prompt chunk (logits of its last row only), each into a fresh
+  // sequence so that every chunk starts at depth 0, as pp512 does.
+  const bool chunk = rows > mo.n_snapshots;
   auto step = [&] {
+    if (chunk && mem->seq_pos(s) > 0) {
+      mem->seq_free(s);
+      s = *mem->seq_create();
+    }
     const int64_t p0 = mem->seq_pos(s);
     b.clear();
-    // A step wider than the snapshots kept is a prompt chunk: logits of its last row only.
-    const bool chunk = rows > mo.n_snapshots;
     for (int64_t j = 0; j < rows; ++j)
       b.add(s, p0 + j, static_cast<int32_t>((p0 * 7 + j * 13) % model.config().n_vocab),
             !chunk || j == rows - 1);
     Status st = forward(model, b, *mem, out, pool);
-    // A prompt chunk just extends the sequence (n_ctx has room).
     if (st.ok() && !chunk) st = mem->rollback(s, 1);
     if (!st.ok()) std::fprintf(stderr, "engine_bench: profile step: %s\n", st.message().c_str());
     return st.ok();
