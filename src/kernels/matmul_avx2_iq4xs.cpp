@@ -252,7 +252,8 @@ struct VnniSums {
 // 127, exact in int16), and each activation row is widened to 16 bits: then one vpmaddwd gives 16 products
 // and one vpaddd adds them, with 4 rows x 16 weight rows of sums in registers. The sums are the same exact
 // integers isum(sb) and the fma chain is add_chunk's, so the results are bitwise those of the other paths.
-constexpr int kWideRows = 4;      // activation rows per register tile (8 accumulators; GCC spills at 5)
+// Activation rows per register tile: 8 accumulators (with 5 or 6 rows GCC keeps them in memory).
+constexpr int kWideRows = 4;
 constexpr int kWideMinRows = 9;   // below, the 4-row passes over the tile measured as fast or faster
 constexpr int kPairsPerSb = 128;  // 16-bit pairs in a super-block of 256
 using WidePairs = int32_t[kPairsPerSb][16];  // pair k of weight rows 0..15: elements 2k, 2k+1, scaled
@@ -314,8 +315,8 @@ T2 void wide_rows(const WidePairs& w, const uint8_t* tile, int64_t sb, const uin
       int32_t pair;
       std::memcpy(&pair, &xw[r][2 * k], 4);
       const __m256i xv = _mm256_set1_epi32(pair);
-      lo[r] = _mm256_add_epi32(lo[r], _mm256_madd_epi16(w0, xv));
-      hi[r] = _mm256_add_epi32(hi[r], _mm256_madd_epi16(w1, xv));
+      add_epi32_into(lo[r], _mm256_madd_epi16(w0, xv));
+      add_epi32_into(hi[r], _mm256_madd_epi16(w1, xv));
     }
   }
   const uint8_t* hdr = tile + sb * kPackedHeaderBytes;
