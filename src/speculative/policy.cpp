@@ -99,6 +99,14 @@ int64_t age_of(const std::vector<int64_t>& at, int64_t rows, int64_t now) {
   return now - at[static_cast<size_t>(rows)];
 }
 
+// Some slot drafting in `k` first runs a backlog through the MTP block: more catch-up rows than a steady
+// round leaves (the rows of a stretch without drafting, a new request's prompt).
+bool runs_backlog(std::span<const SlotDemand> slots, const std::vector<int32_t>& k) {
+  for (size_t r = 0; r < slots.size(); ++r)
+    if (k[r] > 0 && slots[r].catch_up_rows > slots[r].n_max + 1) return true;
+  return false;
+}
+
 void mark(std::vector<int64_t>& at, int64_t rows, int64_t now) {
   if (static_cast<int64_t>(at.size()) <= rows) at.resize(static_cast<size_t>(rows + 1), -1);
   at[static_cast<size_t>(rows)] = now;
@@ -129,6 +137,12 @@ bool DraftPolicy::other_head_stale(const Outcome& o) const {
   // every pause.
   const int64_t used = o.head_used_at[1 - static_cast<size_t>(o.head)];
   return used < 0 || trunk_steps_ - used > std::max(kHeadRetrySteps, 2 * o.backoff);
+}
+
+int64_t StepCostModel::next_measured(int64_t rows) const {
+  for (int64_t r = std::max<int64_t>(rows + 1, 1); r < static_cast<int64_t>(cells_.size()); ++r)
+    if (cells_[static_cast<size_t>(r)].n > 0) return r;
+  return -1;
 }
 
 bool StepCostModel::trusted(int64_t rows) const {
@@ -258,7 +272,10 @@ bool DraftPolicy::paused(int64_t slots) const {
 // after each verdict in a row that went against it (up to kMaxPauseSteps), so that where drafting loses for
 // good its retries cost a few percent and less; better, and the pause starts short again. It prices nothing:
 // it only overrules the model, whose prices come from single passes and can be off (measured at 16 threads:
-// a plain step priced at 23 ms that took 10 kept drafting steps of 48 ms going).
+// a plain step priced at 23 ms that took 10 kept drafting steps of 48 ms going). Nor does it judge the steps
+// that draft the longest length only to measure a verify price (plan()): they are the model's probes, not its
+// choice, and judged by them drafting paused at c1 on Zen 3 where three-token drafts lost a little and
+// one-token drafts, never run, won 9.5%.
 void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted) {
   if (slots <= 0 || tokens <= 0 || seconds <= 0) return;
   Outcome& o = outcome(slots);
@@ -266,7 +283,7 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
     o.plain_seconds[static_cast<size_t>(o.plain_n++ % Outcome::kPlainSteps)] = seconds;
     return;
   }
-  if (restart_step_) return;
+  if (restart_step_ || measuring_) return;
   o.draft_tokens += static_cast<double>(tokens);
   o.draft_seconds += seconds;
   if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
@@ -308,6 +325,7 @@ void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
   if (best_rate < (1 - kSmallLoss) * plain_rate) {
     o.backoff = o.backoff == 0 ? kPauseSteps : std::min(4 * o.backoff, kMaxPauseSteps);
     o.paused_until = trunk_steps_ + o.backoff;
+    o.drafting = false;  // after the pause, drafting must promise the margin again
   } else {
     o.backoff = 0;
   }
@@ -367,8 +385,22 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
   // long ago (at another concurrency, say): that would start drafting, and pay the slots' backlogs, on a
   // guess.
   const int64_t size = rows + verify_rows;
-  if (verify_rows > 0 && verify_.measured(size) && !verify_.trusted(size) && verify_age(size) <= kWarmupSteps)
-    trunk = std::min(trunk, trunk_line(false, static_cast<double>(size)));
+  const bool warming = verify_.measured(size) && !verify_.trusted(size) && verify_age(size) <= kWarmupSteps;
+  if (verify_rows > 0 && warming) trunk = std::min(trunk, trunk_line(false, static_cast<double>(size)));
+  // A verify size never measured is priced no higher than the chord from this batch's plain step to the
+  // next larger verify size measured: the verify line is a guess, and one that prices a length too high
+  // keeps it from ever being run and measured (on Zen 3 at c1, the line through the 4-row verify alone,
+  // along the plain rows' slope, priced a 2-row verify at 56 ms where it ran at 33, so one-token drafts,
+  // +9.5% there, never ran). Exact where the cost grows linearly between the two, optimistic where each
+  // extra row costs less than the one before (rows sharing experts); tried once, the size's own samples
+  // price it, and where it loses the guard stops it.
+  const int64_t hi = verify_rows > 0 && !verify_.measured(size) ? verify_.next_measured(size) : -1;
+  if (hi > 0 && plain_.has_data()) {
+    const double p0 = trunk_line(false, static_cast<double>(rows)),
+                 p1 = verify_.predict(static_cast<double>(hi));
+    trunk =
+        std::min(trunk, p0 + (p1 - p0) * static_cast<double>(verify_rows) / static_cast<double>(hi - rows));
+  }
   // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
   // noisy data could say so at some sizes; drafting must not look free).
   return verify_rows > 0 ? std::max(trunk, trunk_line(false, static_cast<double>(rows))) : trunk;
@@ -391,9 +423,7 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   // A step in which a drafting slot first runs a backlog through the MTP block (the rows of a stretch without
   // drafting, a new request's prompt) pays a one-time cost: the guard does not judge drafting by it (judged
   // by the first steps after a pause, drafting would pause again, its backlog paid for nothing).
-  restart_step_ = false;
-  for (size_t r = 0; r < slots.size(); ++r)
-    restart_step_ = restart_step_ || (k[r] > 0 && slots[r].catch_up_rows > slots[r].n_max + 1);
+  restart_step_ = runs_backlog(slots, k);
   return k;
 }
 
@@ -401,6 +431,7 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   const size_t n = slots.size();
   std::vector<int32_t> k(n, 0);
   exploring_ = 0;
+  measuring_ = false;
   if (opt_.max_drafting_slots >= 0 && static_cast<int64_t>(n) > opt_.max_drafting_slots) return k;
   if (opt_.kind == PolicyKind::kFixed) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
@@ -414,6 +445,7 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   // Then, without measurements of drafting yet, draft (the first step measures the shapes).
   if (!has_trunk_data() || !draft().has_data()) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
+    measuring_ = true;
     return k;
   }
   // Expected accepted drafts of slot r drafting `len` tokens.
@@ -504,9 +536,19 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
       plain_age(static_cast<int64_t>(n)) <= kRefreshSteps) {
     std::vector<int32_t> full(n);
     for (size_t r = 0; r < n; ++r) full[r] = slots[r].acceptance ? slots[r].n_max : 0;
-    if (expected_tokens(full) / std::max(step_time(full, true), 1e-9) > plain) return full;
+    if (expected_tokens(full) / std::max(step_time(full, true), 1e-9) > plain) {
+      measuring_ = true;
+      return full;
+    }
   }
-  if (best < plain * (1 + kMinGain)) std::fill(k.begin(), k.end(), 0);
+  // The margin is to start drafting; drafting goes on while it promises no less than plain decoding, as its
+  // prices are then measured ones. Without that, the noise of the acceptance estimates (two rejections in a
+  // row move a slot's by a fifth) stops drafting that pays by 10% every few dozen steps. Not where a slot
+  // would first run a backlog through the MTP block (a new request's prompt): that is a start again.
+  Outcome& o = outcome(static_cast<int64_t>(n));
+  if (best < plain * (o.drafting && !runs_backlog(slots, k) ? 1.0 : 1 + kMinGain))
+    std::fill(k.begin(), k.end(), 0);
+  o.drafting = std::any_of(k.begin(), k.end(), [](int32_t x) { return x > 0; });
   // While drafting, the plain price of this batch size is not measured, and the machine's speed drifts
   // (shared cores: tens of percent over minutes); a plain estimate from a slow stretch would keep drafting
   // in a batch where it loses (measured: -18% at c16). So after kRefreshSteps one plain step re-prices it,

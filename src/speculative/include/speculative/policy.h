@@ -48,6 +48,8 @@ class StepCostModel {
   bool measured(int64_t rows) const {
     return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) && cells_[static_cast<size_t>(rows)].n > 0;
   }
+  // The smallest measured size above `rows`; -1 if none.
+  int64_t next_measured(int64_t rows) const;
   // Measured often enough (3 samples) that predict(rows) is its own median.
   bool trusted(int64_t rows) const;
   // A sample that replaces the size's earlier ones (stale: the machine's speed drifts); a trusted size stays
@@ -178,6 +180,7 @@ class DraftPolicy {
     int64_t draft_n = 0;
     int64_t backoff = 0;        // trunk steps of the next pause; 0: the first pause's
     int64_t paused_until = -1;  // trunk_steps_ until which this size does not draft
+    bool drafting = false;      // the model's last plan at this size drafted (plan(): the margin to go on)
     // With choose_head: the head steps use here; when each was last in use here and when its last window
     // of drafting steps was judged (trunk_steps_; -1 never), and what that window delivered (tokens/s).
     DraftHead head = DraftHead::kFull;
@@ -194,6 +197,7 @@ class DraftPolicy {
   bool other_head_stale(const Outcome& o) const;
   std::vector<Outcome> outcome_;  // index: generating slots
   bool restart_step_ = false;     // the last choose() drafts over a backlog of catch-up rows (policy.cpp)
+  bool measuring_ = false;        // the last plan() drafts only to measure a verify price (policy.cpp)
   Outcome& outcome(int64_t slots);
   bool paused(int64_t slots) const;
 };
