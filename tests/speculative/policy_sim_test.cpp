@@ -313,26 +313,6 @@ TEST(PolicySim, AShorterDraftNeverMeasuredIsTried) {
   EXPECT_GE(judge("convex verify", costs, 4, 3, 0.87, 600).vs_off, 0.98);
 }
 
-// A verify size never measured, priced from a plain step and a larger verify size (Zen 3, c1: plain 1, 4 and
-// 16 rows 21, 41 and 120 ms, a 4-row verify 69 ms; a 2-row verify ran at 33): no dearer than the chord
-// between the two, where the line through the 4-row verify along the plain rows' slope said 56 ms and kept
-// one-token drafts from ever running.
-TEST(PolicyPrices, AnUnmeasuredVerifySizeIsPricedNoHigherThanTheChord) {
-  PolicyOptions o;
-  o.kind = PolicyKind::kAuto;
-  DraftPolicy policy(o);
-  for (int i = 0; i < 3; ++i) {
-    policy.observe_trunk(1, 0, 0, 0.021);
-    policy.observe_trunk(4, 0, 0, 0.041);
-    policy.observe_trunk(16, 0, 0, 0.120);
-    policy.observe_trunk(1, 3, 0, 0.069);
-  }
-  const double chord = 0.021 + (0.069 - 0.021) / 3;
-  EXPECT_LE(policy.predict_trunk(1, 1), chord + 1e-9);
-  EXPECT_GE(policy.predict_trunk(1, 1), 0.021);
-  EXPECT_NEAR(policy.predict_trunk(1, 3), 0.069, 1e-9);  // measured: its own median
-}
-
 // Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
 // near the best fixed length with the best head, and never much below plain decoding when neither pays.
 TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {

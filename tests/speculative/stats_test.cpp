@@ -193,6 +193,26 @@ TEST(DraftPolicy, AutoDraftsAloneAndNotInASaturatedBatch) {
   EXPECT_EQ(p.choose(eight), (std::vector<int32_t>(8, 0)));
 }
 
+// A verify size never measured, priced from a plain step and a larger verify size (Zen 3, c1: plain 1, 4 and
+// 16 rows 21, 41 and 120 ms, a 4-row verify 69 ms; a 2-row verify ran at 33): no dearer than the chord
+// between the two, where the line through the 4-row verify along the plain rows' slope said 56 ms and kept
+// one-token drafts from ever running.
+TEST(DraftPolicy, AnUnmeasuredVerifySizeIsPricedNoHigherThanTheChord) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy policy(o);
+  for (int i = 0; i < 3; ++i) {
+    policy.observe_trunk(1, 0, 0, 0.021);
+    policy.observe_trunk(4, 0, 0, 0.041);
+    policy.observe_trunk(16, 0, 0, 0.120);
+    policy.observe_trunk(1, 3, 0, 0.069);
+  }
+  const double chord = 0.021 + (0.069 - 0.021) / 3;
+  EXPECT_LE(policy.predict_trunk(1, 1), chord + 1e-9);
+  EXPECT_GE(policy.predict_trunk(1, 1), 0.021);
+  EXPECT_NEAR(policy.predict_trunk(1, 3), 0.069, 1e-9);  // measured: its own median
+}
+
 // Measured on the 8-layer 35B-A3B-width model, 2 threads: plain steps bend (later rows share experts) and a
 // saturated batch's verify step costs 4x its plain step. Sizes measured a few times are priced by their own
 // averages, not by a line through all sizes, so 16 slots decode plainly while one slot drafts.
