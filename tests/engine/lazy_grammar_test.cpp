@@ -209,8 +209,9 @@ TEST(LazyGrammar, TokenThatFiresTheTriggerWronglyIsDrawnAgain) {
     EXPECT_EQ(a.tokens, generate(*drafting, prompt, ro).tokens);
     const std::string text = f.tokenizer.decode(a.tokens);
     EXPECT_EQ(text.find("<to"), std::string::npos) << text;
-    if (const size_t at = text.find("<t"); at != std::string::npos)
+    if (const size_t at = text.find("<t"); at != std::string::npos) {
       EXPECT_TRUE(std::regex_match(text.substr(at), std::regex("<ta[a-z]{3}"))) << text;
+    }
   }
 }
 

@@ -561,7 +561,9 @@ TEST(ServeTest, ForcedToolCalls) {
         EXPECT_EQ(call.value("finish_reason", Json()), "tool_calls") << where;
         ASSERT_TRUE(call.contains("name") && call.contains("arguments")) << where;
         const std::string name = call["name"].get<std::string>();
-        if (choice.is_object()) EXPECT_EQ(name, choice["function"]["name"]) << where;
+        if (choice.is_object()) {
+          EXPECT_EQ(name, choice["function"]["name"]) << where;
+        }
         ASSERT_TRUE(name == "get_weather" || name == "search") << where;
         const Json args = Json::parse(call["arguments"].get<std::string>(), nullptr, false);
         ASSERT_TRUE(args.is_object()) << where;
