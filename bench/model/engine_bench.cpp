@@ -80,9 +80,12 @@ Touched touched_per_token(const Model& m) {
 // verify batches rolled back to their first row, as the engine does when every draft is rejected.
 bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, int64_t rows, int steps) {
   MemoryOptions mo;
-  mo.n_ctx = 1024 + rows;
   mo.n_seq = 1;
   mo.n_snapshots = 4;
+  // A step wider than the snapshots kept is a prompt chunk (logits of its last row only), each into a fresh
+  // sequence so that every chunk starts at depth 0, as pp512 does; the other steps keep one row each.
+  const bool chunk = rows > mo.n_snapshots;
+  mo.n_ctx = 1024 + (chunk ? rows : (steps + 2) * rows);
   mo.mtp = false;
   mo.cache_type_k = mo.cache_type_v = cache_type;
   auto mem = Memory::create(model.config(), mo);
@@ -93,9 +96,6 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
   int32_t s = *mem->seq_create();
   Batch b;
   Outputs out;
-  // A step wider than the snapshots kept is a prompt chunk (logits of its last row only), each into a fresh
-  // sequence so that every chunk starts at depth 0, as pp512 does.
-  const bool chunk = rows > mo.n_snapshots;
   auto step = [&] {
     if (chunk && mem->seq_pos(s) > 0) {
       mem->seq_free(s);
