@@ -21,6 +21,16 @@ MTP_TARGET_AVX2 inline __m256i broadcast_u32(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// broadcast_u32 as one vpbroadcastd from memory that the compiler may not hoist out of the loop it is in.
+// Where the 4-byte groups of several activation rows are the same for both halves of a piece, GCC 12 lifts
+// every broadcast of a piece ahead of its first half and keeps them on the stack: a store and a load for
+// each, against one load here.
+MTP_TARGET_AVX2 inline __m256i broadcast_u32_here(const uint8_t* p) {
+  __m256i v;
+  asm volatile("vpbroadcastd %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const int32_t*>(p)));
+  return v;
+}
+
 // acc += x (int32 lanes), with acc itself the destination register. Written as an intrinsic inside a loop,
 // GCC 12 puts each sum in a fresh register and copies it back into the accumulator: one extra instruction
 // per add, which in the 16-bit prompt kernels made the front end, not the multiply ports, the limit (33
