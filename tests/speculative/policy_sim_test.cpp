@@ -84,7 +84,8 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
     const double p_accept = subset ? costs.accept_subset : accept;
     std::vector<SlotDemand> demand(gen.size());
     for (size_t i = 0; i < gen.size(); ++i)
-      demand[i] = {fixed_k < 0 ? n_max : fixed_k, &acc[gen[i]], fixed_k == 0 ? 0 : pending[gen[i]]};
+      demand[i] = {fixed_k < 0 ? n_max : fixed_k, &acc[gen[i]], fixed_k == 0 ? 0 : pending[gen[i]],
+                   costs.request_tokens > 0 ? costs.request_tokens - generated[gen[i]] : -1};
     const std::vector<int32_t> k = policy.choose(demand, prompt_rows);
     int32_t k_max = 0;
     int64_t verify = 0, tokens = 0;

@@ -351,9 +351,12 @@ TEST(DraftPolicy, AutoDoesNotRestartDraftingForASmallGainOverALongBacklog) {
   const AcceptanceTracker a = tracker_at(0.6);
   for (int32_t k : p.choose(std::vector<SlotDemand>(4, SlotDemand{3, &a, 1}))) EXPECT_GT(k, 0);
   EXPECT_EQ(p.choose(std::vector<SlotDemand>(4, SlotDemand{3, &a, 64})), (std::vector<int32_t>(4, 0)));
-  // One slot with a large expected gain restarts over the same backlog.
+  // One slot with a large expected gain restarts over the same backlog, with no end of its request in sight
+  // or many tokens to go; not for the last 3 tokens of its max_tokens, which would pay it all.
   const AcceptanceTracker high = tracker_at(0.9);
   EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &high, 64}})[0], 0);
+  EXPECT_GT(p.choose(std::vector<SlotDemand>{{3, &high, 64, 200}})[0], 0);
+  EXPECT_EQ(p.choose(std::vector<SlotDemand>{{3, &high, 64, 3}}), (std::vector<int32_t>{0}));
 }
 
 // The first verify steps pay one-time costs; one slow first sample must not stop drafting for good (nothing

@@ -100,6 +100,9 @@ struct SlotDemand {
   // Rows the drafter must run through the MTP block before this slot's first draft row (its deferred
   // catch-up: the rows kept since it last drafted); they ride in the first draft pass.
   int64_t catch_up_rows = 0;
+  // Tokens the request may still emit (its max_tokens less those emitted); < 0: no limit known. A backlog of
+  // catch-up rows is paid once and serves only the rest of the request.
+  int64_t remaining = -1;
 };
 
 class DraftPolicy {
