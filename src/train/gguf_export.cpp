@@ -3,7 +3,9 @@
 #include <map>
 
 #include "gguf/gguf_writer.h"
+#include "model/model.h"
 #include "model/qwen35moe_tensors.h"
+#include "quant/quantize.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mtp::train {
@@ -65,6 +67,26 @@ Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
     MTP_RETURN_IF_ERROR(writer.write_tensor({bytes, t->values.size() * sizeof(float)}));
   }
   return writer.finish();
+}
+
+Expected<StoredModel> read_stored_model(const std::string& path) {
+  MTP_ASSIGN_OR_RETURN(Model model, Model::load(path));
+  auto fail = [&](auto... parts) { return unsupported(path, ": ", parts...); };
+  if (model.params().attention_scale != 0 || model.params().expert_weights_scale != 0)
+    return fail("attention.scale or expert_weights_scale is set; training does not model them");
+  if (model.vocab().tokens.empty()) return fail("the file has no tokenizer");
+  StoredModel out{model.config(), model.vocab(), {}};
+  const GgufFile& file = *model.file();
+  for (const TensorDesc& d : qwen35moe_tensors(model.config(), model.has_mtp())) {
+    const TensorInfo* info = file.find_tensor(d.name);
+    if (info == nullptr) continue;  // an optional tensor the file does not have (load checked the rest)
+    NamedValues t{d.name, std::vector<float>(static_cast<size_t>(info->n_elements()))};
+    MTP_RETURN_IF_ERROR(dequantize_tensor(nullptr, info->type, file.tensor_data(*info).data(),
+                                          t.values.data(), info->n_rows(), info->ne[0])
+                            .with_context(path + ": " + d.name));
+    out.tensors.push_back(std::move(t));
+  }
+  return out;
 }
 
 }  // namespace mtp::train

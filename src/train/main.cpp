@@ -20,8 +20,10 @@ void add_options(CLI::App& app, mtp::train::TrainOptions& o) {
   app.add_option("--manifest", o.manifest, "with --corpus-dir: write the corpus manifest (TSV) here");
   app.add_option("-o,--output", o.output, "the F32 GGUF to write")->required();
   app.add_option("--name", o.name, "general.name of the file (default mtp-train-SHAPE)");
-  app.add_option("--shape", o.shape, "model shape (mtp synth's names: tiny, small, code)")
-      ->capture_default_str();
+  app.add_option("--shape", o.shape, "model shape (mtp synth's names: tiny, small, code; default tiny)");
+  app.add_option("--init", o.init,
+                 "start from this GGUF's weights, shape and vocabulary (continued training; with "
+                 "--mtp-weight 0 its MTP block is written back unchanged)");
   app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str();
   app.add_option("--minutes", o.minutes, "stop after this much training time (0: no bound)")
       ->capture_default_str();
@@ -31,7 +33,7 @@ void add_options(CLI::App& app, mtp::train::TrainOptions& o) {
   app.add_option("--schedule", o.schedule, "constant, or cosine (warmup, then down to 10% at --steps)")
       ->capture_default_str();
   app.add_option("--warmup", o.warmup, "warmup steps of the cosine schedule")->capture_default_str();
-  app.add_option("--mtp-weight", o.mtp_weight, "weight of the MTP block's next-next-token loss")
+  app.add_option("--mtp-weight", o.mtp_weight, "weight of the MTP block's next-next-token loss (0: frozen)")
       ->capture_default_str();
   app.add_option("--loss-csv", o.loss_csv, "write each step's losses (and held-out losses) as CSV here");
   app.add_option("--eval-every", o.eval_every, "held-out loss on a fixed sample every N steps (0: never)")

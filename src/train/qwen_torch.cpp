@@ -164,6 +164,47 @@ std::vector<torch::Tensor> QwenTorch::parameters() const {
   return out;
 }
 
+std::vector<torch::Tensor> QwenTorch::trunk_parameters() const {
+  const std::string mtp_block = "blk." + std::to_string(config_.n_layer) + ".";
+  std::vector<torch::Tensor> out;
+  for (const std::string& name : order_)
+    if (name.rfind(mtp_block, 0) != 0) out.push_back(params_.at(name));
+  return out;
+}
+
+Status QwenTorch::load_stored(const std::vector<NamedValues>& tensors) {
+  const std::string mtp_block = "blk." + std::to_string(config_.n_layer) + ".";
+  std::map<std::string, const NamedValues*> by_name;
+  bool has_block = false;
+  for (const NamedValues& t : tensors) {
+    if (params_.count(t.name) == 0)
+      return unsupported("tensor ", t.name, " is not one the training model has");
+    by_name[t.name] = &t;
+    has_block = has_block || t.name.rfind(mtp_block, 0) == 0;
+  }
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : order_) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      if (!has_block && name.rfind(mtp_block, 0) == 0) continue;  // no MTP block in the file
+      return invalid_argument("tensor ", name, " missing");
+    }
+    torch::Tensor& param = params_.at(name);
+    const std::vector<float>& v = it->second->values;
+    if (static_cast<int64_t>(v.size()) != param.numel())
+      return invalid_argument("tensor ", name, " has ", v.size(), " values, expected ", param.numel());
+    torch::Tensor stored = torch::from_blob(const_cast<float*>(v.data()), param.sizes(), torch::kFloat32);
+    if (ends_with(name, "ssm_a")) {  // -exp(A_log)
+      if (!(stored < 0).all().item<bool>()) return invalid_argument("tensor ", name, " has a value >= 0");
+      stored = (-stored).log();
+    } else if (ends_with(name, "norm.weight") && !ends_with(name, "ssm_norm.weight")) {
+      stored = stored - 1.0;  // 1 + w: exact for stored values in [0.5, 2], so the forward sees the file's
+    }
+    param.copy_(stored);
+  }
+  return Status::Ok();
+}
+
 torch::Tensor QwenTorch::p(const std::string& name) const {
   auto it = params_.find(name);
   MTP_CHECK(it != params_.end(), "no parameter ", name);

@@ -156,13 +156,47 @@ std::string loss_csv(const std::vector<StepReport>& steps) {
   return out.str();
 }
 
+std::string shape_name(const TrainOptions& o) {
+  return o.shape.empty() ? "tiny" : o.shape;
+}
+
+// The model to train and its vocabulary: new (random weights of the shape, a vocabulary trained on the
+// training text) or the --init file's.
+struct Start {
+  Qwen35MoeConfig config;
+  Vocab vocab;
+  std::vector<NamedValues> weights;  // empty: the random initial weights
+};
+
+Expected<Start> start_from(const TrainOptions& o, const Corpus& corpus) {
+  Start s;
+  if (!o.init.empty()) {
+    MTP_ASSIGN_OR_RETURN(StoredModel m, read_stored_model(o.init));
+    s.config = m.config;
+    s.config.n_nextn = 1;  // a file without an MTP block gets a new one
+    s.vocab = std::move(m.vocab);
+    s.weights = std::move(m.tensors);
+    return s;
+  }
+  MTP_ASSIGN_OR_RETURN(s.config, qwen35moe_shape(shape_name(o), 0));
+  s.config.n_nextn = 1;
+  // Our BPE trainer on the training text, as many merges as the shape's vocabulary leaves room for.
+  std::string train_text;
+  for (const std::string& doc : corpus.train) train_text += doc;
+  const int n_merges = static_cast<int>(std::max<int64_t>(0, s.config.n_vocab - 256 - kAddedTokens));
+  s.vocab = train_bpe(train_text, n_merges);
+  return s;
+}
+
 }  // namespace
 
 Status validate(const TrainOptions& o) {
   if (o.corpus.empty() == o.corpus_dir.empty())
     return invalid_argument("give either --corpus FILE... or --corpus-dir DIR");
   if (o.output.empty()) return invalid_argument("-o: an output file is needed");
-  MTP_RETURN_IF_ERROR(qwen35moe_shape(o.shape, 0).status().with_context("--shape"));
+  if (!o.init.empty() && !o.shape.empty())
+    return invalid_argument("--shape and --init: the shape is the --init file's");
+  if (o.init.empty()) MTP_RETURN_IF_ERROR(qwen35moe_shape(shape_name(o), 0).status().with_context("--shape"));
   if (!(o.holdout >= 0 && o.holdout < 1)) return invalid_argument("--holdout must be in [0, 1)");
   if (o.corpus_dir.empty() && (!o.manifest.empty() || o.eval_every > 0))
     return invalid_argument("--manifest and --eval-every need --corpus-dir (held-out files)");
@@ -193,19 +227,12 @@ Status export_gguf(const QwenTorch& model, const Vocab& vocab, const std::string
 
 Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(const StepReport&)>& on_step) {
   MTP_RETURN_IF_ERROR(validate(o));
-  MTP_ASSIGN_OR_RETURN(Qwen35MoeConfig config, qwen35moe_shape(o.shape, 0));
-  config.n_nextn = 1;
   MTP_ASSIGN_OR_RETURN(Corpus corpus, load_corpus(o));
   if (o.eval_every > 0 && corpus.heldout.empty())
     return invalid_argument("--eval-every: --holdout ", o.holdout, " holds out no file");
-
-  // The vocabulary: our BPE trainer on the training text, as many merges as the shape's vocabulary leaves
-  // room for.
-  std::string train_text;
-  for (const std::string& doc : corpus.train) train_text += doc;
-  const int n_merges = static_cast<int>(std::max<int64_t>(0, config.n_vocab - 256 - kAddedTokens));
-  const Vocab vocab = train_bpe(train_text, n_merges);
-  train_text = {};
+  MTP_ASSIGN_OR_RETURN(Start init, start_from(o, corpus));
+  const Qwen35MoeConfig& config = init.config;
+  const Vocab& vocab = init.vocab;
   MTP_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::create(vocab));
   const std::optional<int32_t> separator = corpus.separate_documents ? vocab.bos_id : std::nullopt;
   const torch::Tensor stream = token_stream(tokenizer, corpus.train, separator);
@@ -218,8 +245,12 @@ Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(con
 
   at::set_num_threads(o.threads);
   QwenTorch model(config, o.seed);
+  if (!init.weights.empty()) MTP_RETURN_IF_ERROR(model.load_stored(init.weights).with_context(o.init));
+  init.weights = {};
+  // Without an MTP loss the block is left out of the optimizer (weight decay alone would still move it).
+  const std::vector<torch::Tensor> trained = o.mtp_weight > 0 ? model.parameters() : model.trunk_parameters();
   torch::optim::AdamW optimizer(
-      model.parameters(), torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.01));
+      trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.01));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed ^ 0x7261696eull);
   const torch::Tensor offsets = torch::arange(o.seq_len, torch::kInt64);
 
@@ -240,7 +271,7 @@ Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(con
     const torch::Tensor mtp_loss = l.mtp_loss / static_cast<double>(l.mtp_count);
     optimizer.zero_grad();
     (loss + o.mtp_weight * mtp_loss).backward();
-    torch::nn::utils::clip_grad_norm_(model.parameters(), kClipNorm);
+    torch::nn::utils::clip_grad_norm_(trained, kClipNorm);
     optimizer.step();
     StepReport report{step, loss.item<double>(), mtp_loss.item<double>(), lr};
     if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps)) {
@@ -267,7 +298,8 @@ Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(con
                                     static_cast<double>(summary.heldout.bytes) / std::numbers::ln2;
   }
   if (!o.loss_csv.empty()) MTP_RETURN_IF_ERROR(AtomicFile::write_whole(o.loss_csv, loss_csv(summary.steps)));
-  MTP_RETURN_IF_ERROR(export_gguf(model, vocab, o.name.empty() ? "mtp-train-" + o.shape : o.name, o.output));
+  const std::string name = o.name.empty() ? "mtp-train-" + (o.init.empty() ? shape_name(o) : "init") : o.name;
+  MTP_RETURN_IF_ERROR(export_gguf(model, vocab, name, o.output));
   return summary;
 }
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "../gguf/test_util.h"
@@ -201,6 +202,83 @@ TEST(Train, BadInputIsAClearError) {
   o.shape = "huge";
   EXPECT_NE(validate(o).message().find("--shape"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(o.output));
+}
+
+// Whether two stored models hold the same values under `prefix` (every tensor whose name starts with it).
+bool same_values(const StoredModel& a, const StoredModel& b, const std::string& prefix) {
+  std::map<std::string, const std::vector<float>*> by_name;
+  for (const NamedValues& t : b.tensors) by_name[t.name] = &t.values;
+  int compared = 0;
+  for (const NamedValues& t : a.tensors) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    auto it = by_name.find(t.name);
+    if (it == by_name.end() || *it->second != t.values) return false;
+    ++compared;
+  }
+  return compared > 0;
+}
+
+// A file read back into the training model computes what the model that wrote it did.
+TEST(Import, AStoredModelReadBackComputesTheSame) {
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  const QwenTorch written(tiny_config(), 9);
+  ASSERT_TRUE(export_gguf(written, train_bpe(builtin_training_corpus(), 200), "m", path).ok());
+  auto stored = read_stored_model(path);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  QwenTorch read(stored->config, 1234);  // other initial weights, all replaced
+  ASSERT_TRUE(read.load_stored(stored->tensors).ok());
+  const torch::Tensor tokens =
+      torch::tensor(std::vector<int64_t>{3, 300, 17, 17, 511, 0, 42, 256}).view({1, 8});
+  torch::NoGradGuard no_grad;
+  const ForwardResult want = written.forward(tokens), got = read.forward(tokens);
+  EXPECT_LT(max_abs_diff(got.logits, want.logits), 1e-5);
+  EXPECT_LT(max_abs_diff(got.mtp_logits, want.mtp_logits), 1e-5);
+  // A tensor the training model does not have, or of another size, is refused.
+  std::vector<NamedValues> extra = stored->tensors;
+  extra.push_back({"blk.4.nextn.shared_head_head.weight", {1.0f}});
+  EXPECT_NE(read.load_stored(extra).message().find("shared_head_head"), std::string::npos);
+  std::vector<NamedValues> short_one = stored->tensors;
+  short_one[0].values.pop_back();
+  EXPECT_NE(read.load_stored(short_one).message().find(short_one[0].name), std::string::npos);
+}
+
+// --init continues training a model file (here the Q8_0 test model): with no MTP loss, the file written has
+// the init file's MTP block values and a changed trunk, the finetune with a stale head; with one, the block
+// trains too.
+TEST(Train, InitContinuesFromAFileAndAFrozenHeadStaysAsItWas) {
+  TempDir dir;
+  const std::string init = std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf";
+  const std::string corpus = dir.file("corpus.txt");
+  std::ofstream(corpus) << builtin_training_corpus();
+  auto before = read_stored_model(init);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  TrainOptions o;
+  o.corpus = {corpus};
+  o.init = init;
+  o.steps = 3;
+  o.batch = 2;
+  o.seq_len = 16;
+  for (double mtp_weight : {0.0, 0.3}) {
+    o.mtp_weight = mtp_weight;
+    o.output = dir.file("ft-" + std::to_string(mtp_weight) + ".gguf");
+    auto summary = train(o, nullptr);
+    ASSERT_TRUE(summary.ok()) << summary.status().message();
+    auto after = read_stored_model(o.output);
+    ASSERT_TRUE(after.ok()) << after.status().message();
+    EXPECT_EQ(after->config.n_embd, before->config.n_embd);
+    EXPECT_EQ(after->vocab.tokens, before->vocab.tokens);
+    const std::string block = "blk." + std::to_string(before->config.n_layer) + ".";
+    EXPECT_EQ(same_values(*after, *before, block), mtp_weight == 0) << "MTP weight " << mtp_weight;
+    EXPECT_FALSE(same_values(*after, *before, "blk.0."));
+  }
+  o.shape = "tiny";
+  EXPECT_NE(validate(o).message().find("--init"), std::string::npos);
+  o.shape = "";
+  o.init = dir.file("absent.gguf");
+  auto missing = train(o, nullptr);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("absent.gguf"), std::string::npos);
 }
 
 void write(const std::filesystem::path& path, const std::string& text) {

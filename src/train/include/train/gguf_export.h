@@ -1,6 +1,7 @@
 // Writing a trained model as an F32 qwen35moe GGUF, with the converter's conventions already applied by the
 // caller (norms as 1 + w, ssm_a = -exp(A_log), tiled value heads): this layer only checks names and sizes
-// against the model's tensor table and writes. No libtorch here.
+// against the model's tensor table and writes. And reading one back (any weight types the engine loads,
+// dequantized to F32) to train on from it. No libtorch here.
 #pragma once
 
 #include <string>
@@ -27,5 +28,18 @@ Expected<Vocab> pad_vocab(Vocab vocab, int64_t n_vocab);
 Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
                       const std::vector<NamedValues>& tensors, const std::string& model_name,
                       const std::string& path);
+
+// A qwen35moe file's weights as F32 values, as the file stores them (the converter's conventions), with its
+// hyperparameters and vocabulary.
+struct StoredModel {
+  Qwen35MoeConfig config;  // n_nextn as in the file (0: no MTP block)
+  Vocab vocab;
+  std::vector<NamedValues> tensors;  // every tensor the file has, in qwen35moe_tensors() order
+};
+
+// Loads `path` as the engine does (every check of Model::load: architecture, shapes, types, no NaN), then
+// dequantizes each tensor to F32. Refused: a file with `attention.scale` or `expert_weights_scale` set (the
+// training model has no such knobs), or one without a tokenizer.
+Expected<StoredModel> read_stored_model(const std::string& path);
 
 }  // namespace mtp::train

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "model/qwen35moe_config.h"
+#include "train/gguf_export.h"
 
 namespace mtp::train {
 
@@ -62,6 +64,15 @@ class QwenTorch {
   const Qwen35MoeConfig& config() const { return config_; }
   // Every trainable tensor (requires_grad), in the order of qwen35moe_tensors().
   std::vector<torch::Tensor> parameters() const;
+  // The same less the MTP block's own tensors (blk.{n_layer}.*): what trains when the MTP block is to stay
+  // as it is.
+  std::vector<torch::Tensor> trunk_parameters() const;
+
+  // Replaces the weights by a file's (gguf_export.h: read_stored_model), undoing the converter's conventions:
+  // every trainable tensor must be there, except the MTP block's when `tensors` has none of them (a file
+  // without an MTP block: the block keeps its initial weights); a tensor the model does not train (e.g. the
+  // optional nextn.shared_head_head) or of another size is refused.
+  Status load_stored(const std::vector<NamedValues>& tensors);
 
   // tokens [B, T] (int64). The MTP logits are computed when with_mtp and T >= 2.
   ForwardResult forward(const torch::Tensor& tokens, bool with_mtp = true,

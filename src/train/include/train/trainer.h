@@ -21,9 +21,13 @@ struct TrainOptions {
   double holdout = 0.02;
   std::string manifest;  // with corpus_dir: the corpus manifest (TSV) written here, when set
 
-  std::string output;                 // the GGUF written at the end
-  std::string name;                   // general.name in the file ("mtp-train-SHAPE" when empty)
-  std::string shape = "tiny";         // a qwen35moe_shape() name
+  std::string output;  // the GGUF written at the end
+  std::string name;    // general.name in the file ("mtp-train-SHAPE" when empty)
+  std::string shape;   // a qwen35moe_shape() name; empty: "tiny", or the --init file's
+  // Start from this model file's weights, shape and vocabulary instead of new ones (continued training, a
+  // finetune of a trained model); any weight types the engine loads. With mtp_weight 0 its MTP block is
+  // written back as it was (the finetune that ships with a stale head).
+  std::string init;
   int64_t steps = 100;                // optimizer steps (and the length of the cosine schedule)
   double minutes = 0;                 // when > 0, stop after the step that passes this much training time
   int64_t batch = 4;                  // sequences per step
@@ -31,9 +35,9 @@ struct TrainOptions {
   double learning_rate = 3e-3;        // AdamW peak
   std::string schedule = "constant";  // or "cosine": linear warmup, then cosine down to 10% at `steps`
   int64_t warmup = 0;                 // warmup steps of the cosine schedule
-  double mtp_weight = 0.3;            // weight of the MTP block's next-next-token loss
-  std::string loss_csv;               // when set: step, losses and held-out losses as CSV
-  int64_t eval_every = 0;             // held-out loss on a fixed sample every this many steps (0: never)
+  double mtp_weight = 0.3;  // weight of the MTP block's next-next-token loss; 0: the block is frozen
+  std::string loss_csv;     // when set: step, losses and held-out losses as CSV
+  int64_t eval_every = 0;   // held-out loss on a fixed sample every this many steps (0: never)
   uint64_t seed = 1;
   int threads = 1;  // libtorch intra-op threads
 };
@@ -69,9 +73,9 @@ struct TrainSummary {
   HeldOut heldout;  // over the whole held-out split, after training
 };
 
-// Trains the vocabulary (our BPE trainer, sized to the shape's vocabulary) on the training text, tokenizes
-// the corpus, runs the steps on random windows of the training stream, and writes `output` (and the
-// manifest and loss CSV when asked). `on_step` (may be empty) sees each step.
+// Trains the vocabulary (our BPE trainer, sized to the shape's vocabulary) on the training text, or takes
+// the --init file's, tokenizes the corpus, runs the steps on random windows of the training stream, and
+// writes `output` (and the manifest and loss CSV when asked). `on_step` (may be empty) sees each step.
 Expected<TrainSummary> train(const TrainOptions& options,
                              const std::function<void(const StepReport&)>& on_step);
 
