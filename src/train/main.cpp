@@ -1,10 +1,11 @@
-// mtp-train: trains a tiny qwen35moe with an MTP block on text files (docs/training.md). A separate
-// executable so that the serving binary `mtp` never links libtorch. Exit codes: 0 success, 1 runtime error, 2
-// usage error.
+// mtp-train: trains a tiny qwen35moe with an MTP block on text files, or (`mtp-train distill-head`) a model's
+// MTP block for its frozen trunk (docs/training.md). A separate executable so that the serving binary `mtp`
+// never links libtorch. Exit codes: 0 success, 1 runtime error, 2 usage error.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
+#include "train/distill.h"
 #include "train/trainer.h"
 
 namespace {
@@ -18,7 +19,7 @@ void add_options(CLI::App& app, mtp::train::TrainOptions& o) {
   app.add_option("--holdout", o.holdout, "with --corpus-dir: fraction of files held out (by path hash)")
       ->capture_default_str();
   app.add_option("--manifest", o.manifest, "with --corpus-dir: write the corpus manifest (TSV) here");
-  app.add_option("-o,--output", o.output, "the F32 GGUF to write")->required();
+  app.add_option("-o,--output", o.output, "the F32 GGUF to write (required)");
   app.add_option("--name", o.name, "general.name of the file (default mtp-train-SHAPE)");
   app.add_option("--shape", o.shape, "model shape (mtp synth's names: tiny, small, code; default tiny)");
   app.add_option("--init", o.init,
@@ -42,6 +43,53 @@ void add_options(CLI::App& app, mtp::train::TrainOptions& o) {
   app.add_option("-t,--threads", o.threads, "libtorch threads")->capture_default_str();
 }
 
+void add_distill_options(CLI::App& cmd, mtp::train::DistillOptions& d) {
+  cmd.add_option("--trunk", d.trunk, "the model whose MTP block is trained (its trunk stays byte for byte)")
+      ->required();
+  cmd.add_option("--head", d.head,
+                 "start from this model's or head-only file's MTP block (default: the trunk's own, or new)");
+  cmd.add_option("--data", d.data, "text files to distill on (concatenated)")->required();
+  cmd.add_option("--eval-fraction", d.eval_fraction, "the last part of --data's tokens, held out for figures")
+      ->capture_default_str();
+  cmd.add_option("-o,--output", d.output, "the model to write (the trunk with the trained block)")
+      ->required();
+  cmd.add_option("--head-type", d.head_type, "the block's weight type (default: the starting block's)");
+  cmd.add_option("--steps", d.steps, "optimizer steps (0: only the figures)")->capture_default_str();
+  cmd.add_option("--batch", d.batch, "sequences per step")->capture_default_str();
+  cmd.add_option("--seq-len", d.seq_len, "tokens per sequence")->capture_default_str();
+  cmd.add_option("--lr", d.learning_rate, "AdamW learning rate")->capture_default_str();
+  cmd.add_option("--seed", d.seed, "window sampling (and a new block's weights)")->capture_default_str();
+  cmd.add_option("-t,--threads", d.threads, "libtorch threads")->capture_default_str();
+}
+
+void print_fit(const char* when, const mtp::train::HeadFit& f) {
+  std::printf(
+      "%s: %lld held-out rows, KL %.4f nats, draft position 1 acceptance: greedy %.3f, sampled (T=1) %.3f\n",
+      when, static_cast<long long>(f.rows), f.kl, f.greedy_accept, f.sampled_accept);
+}
+
+int run_distill(const mtp::train::DistillOptions& d) {
+  if (mtp::Status s = mtp::train::validate(d); !s.ok()) {
+    std::fprintf(stderr, "mtp-train distill-head: %s\n", s.message().c_str());
+    return 2;
+  }
+  auto summary = mtp::train::distill_head(d, [&](int64_t step, double loss) {
+    if (step == 1 || step % 10 == 0 || step == d.steps)
+      std::printf("step %lld kl %.4f\n", static_cast<long long>(step), loss);
+    std::fflush(stdout);
+  });
+  if (!summary.ok()) {
+    std::fprintf(stderr, "mtp-train distill-head: %s\n", summary.status().message().c_str());
+    return summary.status().code() == mtp::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::printf("head from the %s; %lld training tokens, %lld held out\n", summary->head_source.c_str(),
+              static_cast<long long>(summary->train_tokens), static_cast<long long>(summary->eval_tokens));
+  print_fit("before", summary->before);
+  print_fit("after", summary->after);
+  std::printf("%zu steps in %.2f s; wrote %s\n", summary->losses.size(), summary->seconds, d.output.c_str());
+  return 0;
+}
+
 void print_step(const mtp::train::StepReport& r) {
   std::printf("step %lld loss %.4f mtp_loss %.4f lr %.3g", static_cast<long long>(r.step), r.loss, r.mtp_loss,
               r.learning_rate);
@@ -58,7 +106,12 @@ int main(int argc, char** argv) {
   CLI::App app{"mtp-train: train a tiny qwen35moe model with an MTP block on text files (libtorch, CPU)",
                "mtp-train"};
   add_options(app, o);
+  mtp::train::DistillOptions d;
+  CLI::App* distill = app.add_subcommand(
+      "distill-head", "train a model's MTP block for its frozen trunk, from the trunk's own predictions");
+  add_distill_options(*distill, d);
   CLI11_PARSE(app, argc, argv);
+  if (distill->parsed()) return run_distill(d);
 
   if (mtp::Status s = mtp::train::validate(o); !s.ok()) {
     std::fprintf(stderr, "mtp-train: %s\n", s.message().c_str());

@@ -164,29 +164,43 @@ std::vector<torch::Tensor> QwenTorch::parameters() const {
   return out;
 }
 
+bool QwenTorch::in_mtp_block(const std::string& name) const {
+  return name.rfind("blk." + std::to_string(config_.n_layer) + ".", 0) == 0;
+}
+
 std::vector<torch::Tensor> QwenTorch::trunk_parameters() const {
-  const std::string mtp_block = "blk." + std::to_string(config_.n_layer) + ".";
   std::vector<torch::Tensor> out;
   for (const std::string& name : order_)
-    if (name.rfind(mtp_block, 0) != 0) out.push_back(params_.at(name));
+    if (!in_mtp_block(name)) out.push_back(params_.at(name));
   return out;
 }
 
+std::vector<torch::Tensor> QwenTorch::mtp_parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const std::string& name : order_)
+    if (in_mtp_block(name)) out.push_back(params_.at(name));
+  return out;
+}
+
+void QwenTorch::freeze_trunk() {
+  for (const std::string& name : order_)
+    if (!in_mtp_block(name)) params_.at(name).set_requires_grad(false);
+}
+
 Status QwenTorch::load_stored(const std::vector<NamedValues>& tensors) {
-  const std::string mtp_block = "blk." + std::to_string(config_.n_layer) + ".";
   std::map<std::string, const NamedValues*> by_name;
   bool has_block = false;
   for (const NamedValues& t : tensors) {
     if (params_.count(t.name) == 0)
       return unsupported("tensor ", t.name, " is not one the training model has");
     by_name[t.name] = &t;
-    has_block = has_block || t.name.rfind(mtp_block, 0) == 0;
+    has_block = has_block || in_mtp_block(t.name);
   }
   torch::NoGradGuard no_grad;
   for (const std::string& name : order_) {
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      if (!has_block && name.rfind(mtp_block, 0) == 0) continue;  // no MTP block in the file
+      if (!has_block && in_mtp_block(name)) continue;  // no MTP block in the file
       return invalid_argument("tensor ", name, " missing");
     }
     torch::Tensor& param = params_.at(name);

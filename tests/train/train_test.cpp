@@ -14,6 +14,7 @@
 #include "model/reference_forward.h"
 #include "tokenizer/bpe_trainer.h"
 #include "train/corpus.h"
+#include "train/distill.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
 #include "train/trainer.h"
@@ -279,6 +280,68 @@ TEST(Train, InitContinuesFromAFileAndAFrozenHeadStaysAsItWas) {
   auto missing = train(o, nullptr);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("absent.gguf"), std::string::npos);
+}
+
+// distill-head on a random tiny model: the block's KL to the trunk falls on held-out text, and every tensor
+// outside the MTP block is byte-identical to the trunk file's.
+TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
+  TempDir dir;
+  const std::string trunk = dir.file("trunk.gguf"), data = dir.file("data.txt");
+  ASSERT_TRUE(
+      export_gguf(QwenTorch(tiny_config(), 5), train_bpe(builtin_training_corpus(), 200), "t", trunk).ok());
+  std::ofstream(data) << builtin_training_corpus();
+  DistillOptions d{.trunk = trunk,
+                   .data = {data},
+                   .output = dir.file("out.gguf"),
+                   .steps = 30,
+                   .batch = 4,
+                   .seq_len = 32,
+                   .learning_rate = 1e-2};
+  auto summary = distill_head(d, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->head_source, "trunk");
+  EXPECT_GT(summary->before.rows, 0);
+  EXPECT_LT(summary->after.kl, 0.8 * summary->before.kl);
+  EXPECT_GT(summary->after.sampled_accept, summary->before.sampled_accept);
+
+  auto in = GgufFile::open(trunk), out = GgufFile::open(d.output);
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_EQ(in->tensors().size(), out->tensors().size());
+  int same = 0, changed = 0;
+  for (const TensorInfo& t : in->tensors()) {
+    const TensorInfo* u = out->find_tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    const std::span<const uint8_t> a = in->tensor_data(t), b = out->tensor_data(*u);
+    const bool equal = std::equal(a.begin(), a.end(), b.begin(), b.end());
+    if (t.name.rfind("blk.4.", 0) == 0) {
+      changed += !equal;
+    } else {
+      EXPECT_TRUE(equal) << t.name;
+      same += equal;
+    }
+  }
+  EXPECT_GT(same, 0);
+  EXPECT_GT(changed, 0);
+
+  // The trunk file as its own donor; no steps: the figures before and after are the same.
+  d.head = trunk;
+  d.steps = 0;
+  auto donor = distill_head(d, nullptr);
+  ASSERT_TRUE(donor.ok()) << donor.status().message();
+  EXPECT_EQ(donor->head_source, "donor");
+  EXPECT_EQ(donor->before.kl, donor->after.kl);
+  // A donor with another vocabulary is refused, naming it, and nothing is written.
+  const std::string other = dir.file("other.gguf");
+  ASSERT_TRUE(
+      export_gguf(QwenTorch(tiny_config(), 6), train_bpe(builtin_training_corpus(), 150), "o", other).ok());
+  d.head = other;
+  d.output = dir.file("refused.gguf");
+  auto refused = distill_head(d, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("other.gguf"), std::string::npos) << refused.status().message();
+  EXPECT_FALSE(std::filesystem::exists(d.output));
+  d.data = {};
+  EXPECT_NE(validate(d).message().find("--data"), std::string::npos);
 }
 
 void write(const std::filesystem::path& path, const std::string& text) {

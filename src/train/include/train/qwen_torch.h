@@ -67,6 +67,10 @@ class QwenTorch {
   // The same less the MTP block's own tensors (blk.{n_layer}.*): what trains when the MTP block is to stay
   // as it is.
   std::vector<torch::Tensor> trunk_parameters() const;
+  // The MTP block's own tensors.
+  std::vector<torch::Tensor> mtp_parameters() const;
+  // The trunk's tensors stop recording gradients (distilling the MTP block: the trunk only runs forward).
+  void freeze_trunk();
 
   // Replaces the weights by a file's (gguf_export.h: read_stored_model), undoing the converter's conventions:
   // every trainable tensor must be there, except the MTP block's when `tensors` has none of them (a file
@@ -83,6 +87,7 @@ class QwenTorch {
   std::vector<std::pair<std::string, torch::Tensor>> export_tensors() const;
 
  private:
+  bool in_mtp_block(const std::string& name) const;  // blk.{n_layer}.*
   torch::Tensor p(const std::string& name) const;
   torch::Tensor norm_weight(const std::string& name) const;
   torch::Tensor residual_block(const std::string& blk, bool full_attention, const torch::Tensor& x,

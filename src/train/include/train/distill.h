@@ -1,0 +1,58 @@
+// `mtp-train distill-head`: trains a trunk's MTP block to draft what the trunk predicts, from the trunk's own
+// next-token distributions over a text (docs/training.md). The trunk is frozen and only runs forward; the
+// block starts from a donor model's (a base model's head borrowed for a finetune), the trunk's own, or new
+// weights. The file written is the trunk with only its MTP block replaced (every other tensor byte-identical,
+// as `mtp graft` writes it). The interface has no libtorch types.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace mtp::train {
+
+struct DistillOptions {
+  std::string trunk;              // the model whose head is trained (its trunk is kept byte for byte)
+  std::string head = {};          // a model or head-only file whose MTP block starts the training; empty:
+                                  // the trunk's own block, or new weights when it has none
+  std::vector<std::string> data;  // text files, concatenated: the last eval_fraction of their tokens is held
+                                  // out (not trained on) for the before/after figures
+  double eval_fraction = 0.1;
+  std::string output;
+  std::string head_type = {};  // the written block's weight type (mtp graft's --head-type); empty: the type
+                               // of the block it started from, F32 for a new one
+  int64_t steps = 200;
+  int64_t batch = 4;
+  int64_t seq_len = 64;
+  double learning_rate = 1e-3;
+  uint64_t seed = 1;
+  int threads = 1;
+};
+
+// Checks every value; the first problem as one message.
+Status validate(const DistillOptions& options);
+
+// How well the MTP block drafts for the trunk over held-out text, at the first draft position: the row for
+// token t + 1 (with the trunk's hidden at t) against the trunk's distribution for token t + 2.
+struct HeadFit {
+  int64_t rows = 0;
+  double kl = 0;              // mean KL(trunk || head), nats
+  double greedy_accept = 0;   // share of rows where the head's argmax is the trunk's
+  double sampled_accept = 0;  // mean of sum_x min(p(x), q(x)): rejection sampling's acceptance at T = 1
+};
+
+struct DistillSummary {
+  HeadFit before, after;
+  std::vector<double> losses;  // per step: the batch's mean KL
+  int64_t train_tokens = 0, eval_tokens = 0;
+  double seconds = 0;       // the optimizer steps
+  std::string head_source;  // "donor", "trunk" or "new"
+};
+
+Expected<DistillSummary> distill_head(const DistillOptions& options,
+                                      const std::function<void(int64_t step, double loss)>& on_step);
+
+}  // namespace mtp::train
