@@ -124,6 +124,20 @@ HeadFit evaluate(const QwenTorch& model, const torch::Tensor& stream, int64_t se
   return fit;
 }
 
+// The trunk's own text: each window's first half kept, the rest replaced by what the trunk samples after it
+// at T = 1, one token at a time (the drafts the block will meet come from the trunk, not from the data).
+torch::Tensor continue_windows(const QwenTorch& model, const torch::Tensor& windows, at::Generator& gen) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = windows.size(1), keep = T / 2;
+  torch::Tensor out = windows.clone();
+  for (int64_t t = keep; t < T; ++t) {
+    const torch::Tensor logits = model.forward(out.index({Slice(), Slice(0, t)}), false).logits;
+    const torch::Tensor probs = logits.index({Slice(), t - 1}).softmax(-1);
+    out.index_put_({Slice(), t}, torch::multinomial(probs, 1, false, gen).squeeze(1));
+  }
+  return out;
+}
+
 }  // namespace
 
 Status validate(const DistillOptions& o) {
@@ -138,6 +152,8 @@ Status validate(const DistillOptions& o) {
   if (o.batch < 1) return invalid_argument("--batch must be at least 1");
   if (o.seq_len < 3) return invalid_argument("--seq-len must be at least 3");
   if (!(o.learning_rate > 0)) return invalid_argument("--lr must be positive");
+  if (!(o.generated_fraction >= 0 && o.generated_fraction <= 1))
+    return invalid_argument("--generated must be in [0, 1]");
   if (o.threads < 1) return invalid_argument("--threads must be at least 1");
   return Status::Ok();
 }
@@ -206,8 +222,12 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
   for (int64_t step = 1; step <= o.steps; ++step) {
     const torch::Tensor begin = torch::randint(summary.train_tokens - o.seq_len + 1, {o.batch, 1}, gen,
                                                torch::TensorOptions().dtype(torch::kInt64));
-    const torch::Tensor tokens =
+    torch::Tensor tokens =
         train_stream.index_select(0, (begin + offsets).reshape({-1})).view({o.batch, o.seq_len});
+    const int64_t own =
+        static_cast<int64_t>(std::lround(o.generated_fraction * static_cast<double>(o.batch)));
+    if (own > 0)
+      tokens.index_put_({Slice(0, own)}, continue_windows(model, tokens.index({Slice(0, own)}), gen));
     const torch::Tensor loss = kl_rows(teacher_and_student(model, tokens)).mean();
     optimizer.zero_grad();
     loss.backward();

@@ -58,6 +58,9 @@ void add_distill_options(CLI::App& cmd, mtp::train::DistillOptions& d) {
   cmd.add_option("--batch", d.batch, "sequences per step")->capture_default_str();
   cmd.add_option("--seq-len", d.seq_len, "tokens per sequence")->capture_default_str();
   cmd.add_option("--lr", d.learning_rate, "AdamW learning rate")->capture_default_str();
+  cmd.add_option("--generated", d.generated_fraction,
+                 "share of each batch that is the trunk's own text (half a window of data, the rest sampled)")
+      ->capture_default_str();
   cmd.add_option("--seed", d.seed, "window sampling (and a new block's weights)")->capture_default_str();
   cmd.add_option("-t,--threads", d.threads, "libtorch threads")->capture_default_str();
 }

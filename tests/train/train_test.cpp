@@ -296,7 +296,8 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
                    .steps = 30,
                    .batch = 4,
                    .seq_len = 32,
-                   .learning_rate = 1e-2};
+                   .learning_rate = 1e-2,
+                   .generated_fraction = 0.25};
   auto summary = distill_head(d, nullptr);
   ASSERT_TRUE(summary.ok()) << summary.status().message();
   EXPECT_EQ(summary->head_source, "trunk");
@@ -322,6 +323,15 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
   }
   EXPECT_GT(same, 0);
   EXPECT_GT(changed, 0);
+
+  // A quarter of each batch is the trunk's own text: the same first batch with it loses another KL.
+  d.steps = 1;
+  d.output = dir.file("one.gguf");
+  auto with = distill_head(d, nullptr);
+  d.generated_fraction = 0;
+  auto without = distill_head(d, nullptr);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_NE(with->losses[0], without->losses[0]);
 
   // The trunk file as its own donor; no steps: the figures before and after are the same.
   d.head = trunk;

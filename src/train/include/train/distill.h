@@ -28,6 +28,9 @@ struct DistillOptions {
   int64_t batch = 4;
   int64_t seq_len = 64;
   double learning_rate = 1e-3;
+  // The share of each batch's windows that are the trunk's own text: a window's first half from the data,
+  // the rest sampled from the trunk at T = 1 (a forward per sampled token: several times slower a step).
+  double generated_fraction = 0;
   uint64_t seed = 1;
   int threads = 1;
 };
