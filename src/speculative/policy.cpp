@@ -6,9 +6,10 @@
 //
 // plus, for a slot that starts drafting after a stretch without, its backlog of catch-up rows beyond the
 // steady state, priced at the draft passes' marginal row cost and spread over kBacklogSteps steps (the least
-// a drafting stretch is expected to last): paid once, it does not keep a slot alone from drafting again, but
-// a batch where drafting promises only a few percent does not restart it for a step or two (measured at c4:
-// one such step ran 4 slots' 64-row backlogs, 197 ms, for 8 drafted tokens).
+// a drafting stretch is expected to last), or over the steps its request has left where fewer: paid once, it
+// does not keep a slot alone from drafting again, but a batch where drafting promises only a few percent does
+// not restart it for a step or two (measured at c4: one such step ran 4 slots' 64-row backlogs, 197 ms, for 8
+// drafted tokens).
 //
 // where n is the number of generating slots (one decode row each). A step's prompt rows cost the same
 // whatever is drafted, so they are left out: counted, they would dilute the extra rows' cost and make
