@@ -136,6 +136,11 @@ std::vector<std::pair<const TensorInfo*, std::string>> own_embeddings(const Gguf
 
 }  // namespace
 
+Expected<MtpBlock> find_mtp_block(const GgufFile& file) {
+  MTP_ASSIGN_OR_RETURN(HeadView h, find_head(file));
+  return MtpBlock{h.block, std::move(h.tensors)};
+}
+
 std::vector<GraftProblem> check_graft(const GgufFile& trunk, const GgufFile& head,
                                       const GraftOptions& options) {
   std::vector<GraftProblem> problems;

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 
 #include "base/text_file.h"
 #include "base/thread_pool.h"
@@ -22,50 +21,38 @@
 #include "tokenizer/tokenizer.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
+#include "windows.h"
 
 namespace mtp::train {
 namespace {
 
 using torch::indexing::Slice;
 
-constexpr double kClipNorm = 1.0;
 constexpr int64_t kEvalWindows = 64;  // held-out windows the before/after figures are taken over, at most
 
-// The block index of a file's MTP block: the highest blk.N holding a nextn.* tensor; -1 if none.
-int64_t mtp_block_index(const GgufFile& file) {
-  int64_t index = -1;
-  for (const TensorInfo& t : file.tensors()) {
-    if (t.name.rfind("blk.", 0) != 0 || t.name.find(".nextn.") == std::string::npos) continue;
-    index = std::max<int64_t>(index, std::stoll(t.name.substr(4)));
-  }
-  return index;
+// The weight type of an MTP block's matrices (that of nextn.eh_proj; F32 when it has none).
+std::string block_type(const surgery::MtpBlock& block) {
+  for (const TensorInfo* t : block.tensors)
+    if (t->name.ends_with(".nextn.eh_proj.weight")) return std::string(type_name(t->type));
+  return "f32";
 }
 
-// The MTP block of `path` (a full model or a head-only file), dequantized, renamed to block `to`; and the
-// weight type of its matrices (that of nextn.eh_proj).
-struct Block {
-  std::vector<NamedValues> tensors;
-  std::string type;
-};
-
-Expected<Block> read_block(const GgufFile& file, int64_t to) {
-  const int64_t from = mtp_block_index(file);
-  if (from < 0) return invalid_argument(file.path(), ": no MTP block (no blk.N.nextn.* tensors)");
-  const std::string prefix = "blk." + std::to_string(from) + ".";
-  Block b;
-  for (const TensorInfo& t : file.tensors()) {
-    if (t.name.rfind(prefix, 0) != 0) continue;
-    NamedValues v{"blk." + std::to_string(to) + "." + t.name.substr(prefix.size()),
-                  std::vector<float>(static_cast<size_t>(t.n_elements()))};
-    MTP_RETURN_IF_ERROR(
-        dequantize_tensor(nullptr, t.type, file.tensor_data(t).data(), v.values.data(), t.n_rows(), t.ne[0])
-            .with_context(file.path() + ": " + t.name));
+// A donor's MTP block (a full model or a head-only file), dequantized and renamed to block `to`.
+Expected<std::vector<NamedValues>> read_block(const GgufFile& file, const surgery::MtpBlock& block,
+                                              int64_t to) {
+  const std::string from = "blk." + std::to_string(block.index) + ".";
+  std::vector<NamedValues> out;
+  for (const TensorInfo* t : block.tensors) {
+    NamedValues v{"blk." + std::to_string(to) + "." + t->name.substr(from.size()),
+                  std::vector<float>(static_cast<size_t>(t->n_elements()))};
+    MTP_RETURN_IF_ERROR(dequantize_tensor(nullptr, t->type, file.tensor_data(*t).data(), v.values.data(),
+                                          t->n_rows(), t->ne[0])
+                            .with_context(file.path() + ": " + t->name));
     for (float x : v.values)
-      if (!std::isfinite(x)) return corrupt(file.path(), ": ", t.name, " holds a NaN or infinity");
-    if (t.name == prefix + "nextn.eh_proj.weight") b.type = std::string(type_name(t.type));
-    b.tensors.push_back(std::move(v));
+      if (!std::isfinite(x)) return corrupt(file.path(), ": ", t->name, " holds a NaN or infinity");
+    out.push_back(std::move(v));
   }
-  return b;
+  return out;
 }
 
 torch::Tensor token_stream(const Tokenizer& tokenizer, const std::vector<std::string>& files,
@@ -99,17 +86,10 @@ torch::Tensor kl_rows(const Pair& p) {
 
 HeadFit evaluate(const QwenTorch& model, const torch::Tensor& stream, int64_t seq_len, int64_t batch) {
   torch::NoGradGuard no_grad;
-  const int64_t available = stream.size(0) / seq_len;
-  const int64_t n = std::min(available, kEvalWindows);
   HeadFit fit;
   double kl = 0, greedy = 0, sampled = 0;
-  for (int64_t i = 0; i < n; i += batch) {
-    std::vector<torch::Tensor> windows;
-    for (int64_t w = i; w < std::min(n, i + batch); ++w) {
-      const int64_t start = (w * available / n) * seq_len;
-      windows.push_back(stream.index({Slice(start, start + seq_len)}));
-    }
-    const Pair p = teacher_and_student(model, torch::stack(windows));
+  for (const torch::Tensor& tokens : spread_windows(stream, seq_len, batch, kEvalWindows)) {
+    const Pair p = teacher_and_student(model, tokens);
     kl += kl_rows(p).sum().item<double>();
     greedy += (p.logp.argmax(-1) == p.logq.argmax(-1)).sum().item<double>();
     sampled += torch::minimum(p.logp.exp(), p.logq.exp()).sum(-1).sum().item<double>();
@@ -168,25 +148,26 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
   config.n_nextn = 1;
   DistillSummary summary;
 
-  // The starting block: the donor's (checked as graft checks it), the trunk's own, or new weights.
-  std::vector<NamedValues> weights;
+  // The starting block: the donor's (checked as graft checks it; it replaces the trunk's), the trunk's own
+  // (already among the trunk's tensors), or new weights.
+  std::vector<NamedValues> weights = std::move(trunk.tensors);
   std::string head_type = "f32";
-  for (NamedValues& t : trunk.tensors)
-    if (t.name.rfind("blk." + std::to_string(config.n_layer) + ".", 0) != 0) weights.push_back(std::move(t));
   if (!o.head.empty()) {
     MTP_ASSIGN_OR_RETURN(GgufFile donor, GgufFile::open(o.head));
     surgery::GraftOptions check;
     check.replace = true;
     for (const surgery::GraftProblem& p : surgery::check_graft(trunk_file, donor, check))
       return invalid_argument("--head ", o.head, ": ", p.message);
-    MTP_ASSIGN_OR_RETURN(Block b, read_block(donor, config.n_layer));
-    for (NamedValues& t : b.tensors) weights.push_back(std::move(t));
-    head_type = b.type.empty() ? head_type : b.type;
+    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(donor));
+    MTP_ASSIGN_OR_RETURN(std::vector<NamedValues> donated, read_block(donor, block, config.n_layer));
+    const std::string own = "blk." + std::to_string(config.n_layer) + ".";
+    std::erase_if(weights, [&](const NamedValues& t) { return t.name.starts_with(own); });
+    for (NamedValues& t : donated) weights.push_back(std::move(t));
+    head_type = block_type(block);
     summary.head_source = "donor";
   } else if (trunk_has_block) {
-    MTP_ASSIGN_OR_RETURN(Block b, read_block(trunk_file, config.n_layer));
-    for (NamedValues& t : b.tensors) weights.push_back(std::move(t));
-    head_type = b.type.empty() ? head_type : b.type;
+    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(trunk_file));
+    head_type = block_type(block);
     summary.head_source = "trunk";
   } else {
     summary.head_source = "new";
@@ -217,13 +198,9 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
   torch::optim::AdamW optimizer(
       trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed ^ 0x64697374ull);
-  const torch::Tensor offsets = torch::arange(o.seq_len, torch::kInt64);
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= o.steps; ++step) {
-    const torch::Tensor begin = torch::randint(summary.train_tokens - o.seq_len + 1, {o.batch, 1}, gen,
-                                               torch::TensorOptions().dtype(torch::kInt64));
-    torch::Tensor tokens =
-        train_stream.index_select(0, (begin + offsets).reshape({-1})).view({o.batch, o.seq_len});
+    torch::Tensor tokens = random_windows(train_stream, o.batch, o.seq_len, gen);
     const int64_t own =
         static_cast<int64_t>(std::lround(o.generated_fraction * static_cast<double>(o.batch)));
     if (own > 0)

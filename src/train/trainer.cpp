@@ -20,6 +20,7 @@
 #include "train/corpus.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
+#include "windows.h"
 
 namespace mtp::train {
 namespace {
@@ -39,8 +40,6 @@ constexpr int64_t kAddedTokens = 5;
 constexpr int64_t kEvalWindows = 32;
 // The cosine schedule ends at this fraction of the peak learning rate.
 constexpr double kFinalLrFraction = 0.1;
-// Gradients are clipped to this global norm.
-constexpr double kClipNorm = 1.0;
 
 // The texts to train on and to hold out. With --corpus the files are one document (concatenated, each ended
 // by a newline) and nothing is held out; with --corpus-dir each file is a document.
@@ -105,21 +104,9 @@ Losses batch_losses(const QwenTorch& model, const torch::Tensor& tokens) {
 HeldOut evaluate(const QwenTorch& model, const torch::Tensor& stream, int64_t seq_len, int64_t batch,
                  int64_t max_windows) {
   torch::NoGradGuard no_grad;
-  const int64_t available = stream.size(0) / seq_len;
-  const int64_t n = max_windows > 0 ? std::min(available, max_windows) : available;
-  std::vector<int64_t> starts;
-  for (int64_t i = 0; i < n; ++i) starts.push_back((i * available / n) * seq_len);
   double sum = 0, mtp_sum = 0;
   int64_t count = 0, mtp_count = 0;
-  const torch::Tensor offsets = torch::arange(seq_len, torch::kInt64);
-  for (size_t i = 0; i < starts.size(); i += static_cast<size_t>(batch)) {
-    const size_t end = std::min(starts.size(), i + static_cast<size_t>(batch));
-    const torch::Tensor begin =
-        torch::tensor(std::vector<int64_t>(starts.begin() + static_cast<std::ptrdiff_t>(i),
-                                           starts.begin() + static_cast<std::ptrdiff_t>(end)),
-                      torch::kInt64)
-            .unsqueeze(1);
-    const torch::Tensor tokens = stream.index_select(0, (begin + offsets).reshape({-1})).view({-1, seq_len});
+  for (const torch::Tensor& tokens : spread_windows(stream, seq_len, batch, max_windows)) {
     const Losses l = batch_losses(model, tokens);
     sum += l.loss.item<double>();
     mtp_sum += l.mtp_loss.item<double>();
@@ -252,7 +239,6 @@ Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(con
   torch::optim::AdamW optimizer(
       trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.01));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed ^ 0x7261696eull);
-  const torch::Tensor offsets = torch::arange(o.seq_len, torch::kInt64);
 
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -262,10 +248,7 @@ Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(con
     const double lr = scheduled_lr(o, step);
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    const torch::Tensor begin = torch::randint(summary.corpus_tokens - o.seq_len + 1, {o.batch, 1}, gen,
-                                               torch::TensorOptions().dtype(torch::kInt64));
-    const torch::Tensor tokens =
-        stream.index_select(0, (begin + offsets).reshape({-1})).view({o.batch, o.seq_len});
+    const torch::Tensor tokens = random_windows(stream, o.batch, o.seq_len, gen);
     const Losses l = batch_losses(model, tokens);
     const torch::Tensor loss = l.loss / static_cast<double>(l.count);
     const torch::Tensor mtp_loss = l.mtp_loss / static_cast<double>(l.mtp_count);

@@ -122,6 +122,22 @@ TEST(DraftPolicy, PromptRowsDoNotFeedTheDecodeTable) {
   EXPECT_NEAR(p.predict_trunk(64), 0.035 + 0.011 * 64, 1e-9);  // the prompt step did not bend the table
 }
 
+// One trunk step: decode rows, verify rows, seconds.
+struct TrunkSample {
+  int64_t rows, verify;
+  double seconds;
+};
+
+// An auto policy that has observed `samples`, in order, three times over (so each size prices itself).
+DraftPolicy auto_policy_after(std::initializer_list<TrunkSample> samples) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int rep = 0; rep < 3; ++rep)
+    for (const TrunkSample& t : samples) p.observe_trunk(t.rows, t.verify, 0, t.seconds);
+  return p;
+}
+
 // A slot that drafted 3 tokens a round for a long time, with conditional acceptance `rate` at every position
 // (each position's hits evenly spread over its trials).
 AcceptanceTracker tracker_at(double rate) {
@@ -198,15 +214,7 @@ TEST(DraftPolicy, AutoDraftsAloneAndNotInASaturatedBatch) {
 // between the two, where the line through the 4-row verify along the plain rows' slope said 56 ms and kept
 // one-token drafts from ever running.
 TEST(DraftPolicy, AnUnmeasuredVerifySizeIsPricedNoHigherThanTheChord) {
-  PolicyOptions o;
-  o.kind = PolicyKind::kAuto;
-  DraftPolicy policy(o);
-  for (int i = 0; i < 3; ++i) {
-    policy.observe_trunk(1, 0, 0, 0.021);
-    policy.observe_trunk(4, 0, 0, 0.041);
-    policy.observe_trunk(16, 0, 0, 0.120);
-    policy.observe_trunk(1, 3, 0, 0.069);
-  }
+  const DraftPolicy policy = auto_policy_after({{1, 0, 0.021}, {4, 0, 0.041}, {16, 0, 0.120}, {1, 3, 0.069}});
   const double chord = 0.021 + (0.069 - 0.021) / 3;
   EXPECT_LE(policy.predict_trunk(1, 1), chord + 1e-9);
   EXPECT_GE(policy.predict_trunk(1, 1), 0.021);
@@ -217,16 +225,8 @@ TEST(DraftPolicy, AnUnmeasuredVerifySizeIsPricedNoHigherThanTheChord) {
 // saturated batch's verify step costs 4x its plain step. Sizes measured a few times are priced by their own
 // averages, not by a line through all sizes, so 16 slots decode plainly while one slot drafts.
 TEST(DraftPolicy, MeasuredSizesPriceThemselves) {
-  PolicyOptions o;
-  o.kind = PolicyKind::kAuto;
-  DraftPolicy p(o);
-  for (int rep = 0; rep < 3; ++rep) {
-    p.observe_trunk(1, 0, 0, 0.022);
-    p.observe_trunk(2, 0, 0, 0.031);
-    p.observe_trunk(16, 0, 0, 0.111);
-    p.observe_trunk(1, 3, 0, 0.045);
-    p.observe_trunk(16, 48, 0, 0.448);
-  }
+  DraftPolicy p =
+      auto_policy_after({{1, 0, 0.022}, {2, 0, 0.031}, {16, 0, 0.111}, {1, 3, 0.045}, {16, 48, 0.448}});
   for (int64_t r = 1; r <= 64; ++r) p.observe_draft(r, 0.0025 + 0.0006 * static_cast<double>(r));
   EXPECT_NEAR(p.predict_trunk(16), 0.111, 1e-9);
   EXPECT_NEAR(p.predict_trunk(16, 48), 0.448, 1e-9);

@@ -55,6 +55,14 @@ struct GraftResult {
   std::vector<std::string> type_fallbacks;
 };
 
+// The MTP block of a model or head-only file, as graft and extract-head find it: blk.{block_count -
+// nextn_predict_layers} when the metadata says there is one, else the block holding nextn.* tensors.
+struct MtpBlock {
+  int64_t index = -1;
+  std::vector<const TensorInfo*> tensors;  // every blk.{index}.* tensor of the file
+};
+Expected<MtpBlock> find_mtp_block(const GgufFile& file);
+
 Expected<GraftResult> graft(const std::string& trunk_path, const std::string& head_path,
                             const std::string& output, const GraftOptions& options, ThreadPool& pool);
 
