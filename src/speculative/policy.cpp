@@ -46,10 +46,12 @@
 // differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
 // of their own, over their rows (draft rows and catch-up rows).
 //
-// Verify prices get re-measured two more ways: a verify size just measured for the first or second time is
-// priced no higher than as many plain rows (its first samples pay one-time costs), and while drafting, a
-// stale draft length whose promise is close to the plan's is run once every kRefreshSteps steps, its sample
-// replacing the stale ones (plan(), at its end, says when).
+// Verify prices get re-measured three more ways: a verify size just measured for the first or second time is
+// priced no higher than as many plain rows (its first samples pay one-time costs); while drafting, a stale
+// draft length whose promise is close to the plan's is run once every kRefreshSteps steps, its sample
+// replacing the stale ones; and where the model declines to draft, a probe budget (a small share of the plain
+// steps' time) pays now and then for one step of one-token drafts after the stale prices are forgotten
+// (plan(), at its end, says when).
 //
 // Whatever the model predicts, a guard compares what drafting steps deliver with what plain steps do at the
 // same batch size, and pauses drafting there where it measurably loses (observe_step()).
@@ -85,6 +87,8 @@ constexpr double kSmallLoss = 0.02;      // a loss it acts on after all of them
 constexpr int64_t kPauseSteps = 64;      // trunk steps without drafting after a verdict against it
 constexpr int64_t kMaxPauseSteps = 4096;  // the pause grows 4x with each verdict in a row against drafting
 constexpr int64_t kHeadRetrySteps = 512;  // trunk steps after which a head's measured outcome is stale
+constexpr double kProbeShare = 0.01;      // of plain steps' time, spent re-measuring prices drafting lost on
+constexpr int64_t kMaxProbeHalvings = 6;  // the share halves after each such probe, down to 1/64 of it
 
 // The median of a ring's first `n` (1..N) samples, taken on a copy.
 template <size_t N>
@@ -160,6 +164,20 @@ void StepCostModel::restart(int64_t rows, double seconds) {
   Cell& c = cells_[static_cast<size_t>(rows)];
   c.recent.fill(seconds);
   c.est = seconds;
+  fit();
+}
+
+void StepCostModel::forget(int64_t rows) {
+  if (!measured(rows)) return;
+  Cell& c = cells_[static_cast<size_t>(rows)];
+  samples_ -= c.n;
+  c = Cell{};
+  if (--sizes_ == 0) {
+    a_ = b_ = 0;
+    return;
+  }
+  for (size_t r = 0; r < cells_.size(); ++r)
+    if (cells_[r].n > 0) only_ = static_cast<int64_t>(r);  // meaningful while one size is left
   fit();
 }
 
@@ -258,6 +276,10 @@ void AcceptanceTracker::idle_step(const AcceptanceTracker& typical) {
     cond_[i] += kAcceptDecay * (typical.rate(static_cast<int32_t>(i)) - cond_[i]);
 }
 
+double DraftPolicy::Outcome::plain_median() const {
+  return median_of(plain_seconds, static_cast<size_t>(std::min(plain_n, kPlainSteps)));
+}
+
 DraftPolicy::Outcome& DraftPolicy::outcome(int64_t slots) {
   if (static_cast<int64_t>(outcome_.size()) <= slots) outcome_.resize(static_cast<size_t>(slots + 1));
   return outcome_[static_cast<size_t>(slots)];
@@ -282,7 +304,21 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   Outcome& o = outcome(slots);
   if (!drafted) {
     o.plain_seconds[static_cast<size_t>(o.plain_n++ % Outcome::kPlainSteps)] = seconds;
+    // Not after the guard's verdict against drafting here: that was measured, whole steps, and the model's
+    // prices then were too optimistic, not too dear (its pauses are the retries).
+    if (o.backoff == 0)
+      o.probe_budget += kProbeShare / static_cast<double>(int64_t{1} << o.probe_halvings) * seconds;
     return;
+  }
+  // Drafting by the model's choice measures this size's prices: the probes start over. A step that drafts
+  // only to measure (a probe, the first verify steps) is paid from the probes' budget, at what it cost over
+  // plain decoding: a probe priced by stale prices can cost more than they said, and the debt delays the
+  // next.
+  if (!probing_ && !measuring_) {
+    o.probe_budget = 0;
+    o.probe_halvings = 0;
+  } else if (probing_ && o.plain_n > 0) {
+    o.probe_budget -= seconds - static_cast<double>(tokens) * o.plain_median() / static_cast<double>(slots);
   }
   if (restart_step_ || measuring_) return;
   o.draft_tokens += static_cast<double>(tokens);
@@ -290,9 +326,7 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
   // The median of the recent plain steps, not their mean: the first steps at a size pay one-time costs
   // (measured 2-3x), and averaged in they make plain decoding look slow, so a losing window passes.
-  const double plain_seconds =
-      median_of(o.plain_seconds, static_cast<size_t>(std::min(o.plain_n, Outcome::kPlainSteps)));
-  const double plain_rate = static_cast<double>(slots) / plain_seconds;
+  const double plain_rate = static_cast<double>(slots) / o.plain_median();
   // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
   // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
   const double draft_rate = o.draft_tokens / o.draft_seconds;
@@ -364,6 +398,20 @@ void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t promp
   mark(plain_at_, rows, trunk_steps_);
 }
 
+void DraftPolicy::observe_draft(int64_t rows, double seconds) {
+  draft_[head_index()].observe(rows, seconds);
+  mark(draft_at_[head_index()], rows, trunk_steps_);
+}
+
+void DraftPolicy::forget_stale() {
+  auto forget = [&](StepCostModel& m, const std::vector<int64_t>& at) {
+    for (int64_t r = 1; r < static_cast<int64_t>(at.size()); ++r)
+      if (age_of(at, r, trunk_steps_) > kRefreshSteps) m.forget(r);
+  };
+  forget(verify_, verify_at_);
+  forget(draft_[head_index()], draft_at_[head_index()]);
+}
+
 int64_t DraftPolicy::plain_age(int64_t rows) const {
   return age_of(plain_at_, rows, trunk_steps_);
 }
@@ -432,7 +480,7 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   const size_t n = slots.size();
   std::vector<int32_t> k(n, 0);
   exploring_ = 0;
-  measuring_ = false;
+  measuring_ = probing_ = false;
   if (opt_.max_drafting_slots >= 0 && static_cast<int64_t>(n) > opt_.max_drafting_slots) return k;
   if (opt_.kind == PolicyKind::kFixed) {
     for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
@@ -464,8 +512,9 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
     const double steps = static_cast<double>(slots[r].remaining) / (1 + accepted(r, len));
     return std::clamp(steps, 1.0, kBacklogSteps);
   };
-  // verify_free: the verify rows priced at nothing (what the draft passes alone leave of drafting's gain).
-  auto step_time = [&](const std::vector<int32_t>& ks, bool verify_free = false) {
+  // verify_free: the verify rows priced at nothing (what the draft passes alone leave of drafting's gain);
+  // backlog_once: the backlogs paid in this step, not spread (what one drafting step costs).
+  auto step_time = [&](const std::vector<int32_t>& ks, bool verify_free = false, bool backlog_once = false) {
     int64_t extra = 0;
     int32_t kmax = 0;
     for (int32_t x : ks) {
@@ -485,7 +534,8 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
         const double steady = std::min(static_cast<double>(slots[r].catch_up_rows), accepted(r, ks[r]));
         rows += 1 + (i == 1 ? steady : 0);
         if (i == 1)
-          backlog += (static_cast<double>(slots[r].catch_up_rows) - steady) / backlog_steps(r, ks[r]);
+          backlog += (static_cast<double>(slots[r].catch_up_rows) - steady) /
+                     (backlog_once ? 1.0 : backlog_steps(r, ks[r]));
       }
       t += draft().predict(rows);
     }
@@ -566,6 +616,32 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   // at a cost of about 1/kRefreshSteps of drafting's gain where drafting pays.
   if (prompt_rows == 0 && plain_age(static_cast<int64_t>(n)) > kRefreshSteps)
     std::fill(k.begin(), k.end(), 0);
+  // Where the model declines to draft, nothing measures its drafting prices again: a verify or draft-pass
+  // price from a slow stretch (a burst of foreign load, a sweep's warm-up) would keep this size from ever
+  // drafting (measured on Zen 3: a c1 level that never drafted where a run minutes later gained 17.6%). So
+  // plain steps here set aside kProbeShare of their time, and once that covers what one-token drafts would
+  // cost over plain decoding in one step (the backlogs paid at once, by the old prices, plus the model's
+  // margin of error), one step drafts them: the cheapest drafting step, one pass. Before it, every verify and
+  // draft-pass size not measured for kRefreshSteps is forgotten (the machine's speed is in doubt, not one
+  // size's), so drafting starts over as on its first steps: the probe and the next verify steps measure,
+  // unjudged, and the model decides on their prices. What the probe step cost over plain decoding is taken
+  // from the budget (observe_step): priced by stale prices it can cost more than they said. Each probe that
+  // does not lead to drafting by the model's choice halves the share, so where drafting loses for good the
+  // probes cost ever less.
+  std::vector<int32_t> probe(n);
+  for (size_t r = 0; r < n; ++r) probe[r] = slots[r].acceptance && slots[r].n_max > 0 ? 1 : 0;
+  if (prompt_rows == 0 && !o.drafting && plain_age(static_cast<int64_t>(n)) <= kRefreshSteps &&
+      verify_rows_of(probe) > static_cast<int64_t>(n) && verify_age(verify_rows_of(probe)) > kRefreshSteps) {
+    const double plain_token = step_time(k) / static_cast<double>(n);
+    const double excess =
+        (1 + kMinGain) * step_time(probe, false, true) - expected_tokens(probe) * plain_token;
+    if (o.probe_budget > 0 && o.probe_budget >= excess) {
+      forget_stale();
+      probing_ = measuring_ = true;
+      o.probe_halvings = std::min(o.probe_halvings + 1, kMaxProbeHalvings);
+      return probe;
+    }
+  }
   // While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch
   // would never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at
   // k = 2, 15% below drafting 3). So a uniform length over the slots the plan drafts, whose verify size was

@@ -314,6 +314,29 @@ TEST(PolicySim, AShorterDraftNeverMeasuredIsTried) {
   EXPECT_GE(judge("convex verify", costs, 4, 3, 0.87, 600).vs_off, 0.98);
 }
 
+// The mirror of the above: a burst of foreign load makes verify rows and draft passes dear for the first 150
+// steps (as a sweep's warm-up can), so auto measures drafting as a loss and declines it; then the machine is
+// quiet and drafting pays (1.7x at c1, 1.15x at c4). Priced only by what it measured in the burst, auto would
+// never draft again (nothing re-measures a price the model declines); it must measure again, at a bounded
+// cost, and catch up.
+TEST(PolicySim, AStaleDearPriceIsMeasuredAgain) {
+  constexpr int64_t kBurst = 150;
+  Costs burst{[](int64_t step, int64_t r, int64_t v) {
+                return memory_bound(r, 0) + (step < kBurst ? 6 : 1) * 0.0012 * static_cast<double>(v);
+              },
+              [](int64_t step, int64_t rows) {
+                return (step < kBurst ? 4 : 1) * (0.0015 + 0.0002 * static_cast<double>(rows));
+              }};
+  burst.request_tokens = 64;
+  burst.prompt_rows = 32;
+  for (int64_t c : {1, 4}) {
+    judge("dear during a burst (steps 0-149)", burst, c, 3, 0.85, kBurst);
+    const Verdict after = judge("dear during a burst (steps 150-1999)", burst, c, 3, 0.85, 2000, kBurst);
+    EXPECT_GE(after.vs_off, 1.05) << "c" << c;
+    EXPECT_GE(after.vs_best_fixed, 0.9) << "c" << c;
+  }
+}
+
 // Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
 // near the best fixed length with the best head, and never much below plain decoding when neither pays.
 TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {

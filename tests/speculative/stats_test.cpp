@@ -112,6 +112,29 @@ TEST(StepCostModel, OneNoisySizeDoesNotDecide) {
   EXPECT_GT(m.predict(12), 1.2 * truth(12));
 }
 
+// A forgotten size leaves the line to the others (one size left: its average cost per row again), and is
+// priced by that line until measured again.
+TEST(StepCostModel, AForgottenSizeIsPricedByTheOthers) {
+  StepCostModel m;
+  for (int i = 0; i < 3; ++i) {
+    m.observe(2, 1.0);
+    m.observe(4, 8.0);  // measured in a burst of foreign load
+  }
+  EXPECT_DOUBLE_EQ(m.predict(4), 8.0);
+  m.forget(4);
+  EXPECT_FALSE(m.measured(4));
+  EXPECT_EQ(m.sizes(), 1);
+  EXPECT_EQ(m.samples(), 3);
+  EXPECT_DOUBLE_EQ(m.predict(4), 2.0);  // size 2's half a second a row
+  m.forget(4);                          // not measured: nothing changes
+  EXPECT_EQ(m.samples(), 3);
+  m.forget(2);
+  EXPECT_FALSE(m.has_data());
+  EXPECT_EQ(m.predict(4), 0.0);
+  m.observe(4, 2.0);
+  EXPECT_DOUBLE_EQ(m.predict(4), 2.0);
+}
+
 TEST(DraftPolicy, PromptRowsDoNotFeedTheDecodeTable) {
   PolicyOptions o;
   o.kind = PolicyKind::kAuto;

@@ -55,6 +55,9 @@ class StepCostModel {
   // A sample that replaces the size's earlier ones (stale: the machine's speed drifts); a trusted size stays
   // trusted, now at this price.
   void restart(int64_t rows, double seconds);
+  // Drops a size's samples (prices doubted as stale): it is priced by the line over the others until measured
+  // again.
+  void forget(int64_t rows);
   double intercept() const { return a_; }  // seconds
   double slope() const { return b_; }      // seconds per row
   // With a single measured size: through it along `slope` (another line's) rather than its own average cost
@@ -124,7 +127,7 @@ class DraftPolicy {
   // `verify_rows` draft rows being verified and `prompt_rows` prompt rows; one MTP draft pass of `rows`
   // rows (draft rows and catch-up rows together).
   void observe_trunk(int64_t rows, int64_t verify_rows, int64_t prompt_rows, double seconds);
-  void observe_draft(int64_t rows, double seconds) { draft_[head_index()].observe(rows, seconds); }
+  void observe_draft(int64_t rows, double seconds);
   // A whole step without prompt rows: `slots` generating slots emitted `tokens` in `seconds` (its draft
   // passes and trunk forward together); `drafted`: some slot drafted.
   void observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted);
@@ -160,6 +163,8 @@ class DraftPolicy {
   int64_t plain_age(int64_t rows) const;
   int64_t verify_age(int64_t rows) const;
   int64_t explore_age(int64_t rows) const;  // since choose() last ran a verify size to re-measure it
+  // Forgets the verify sizes and this head's draft-pass sizes not measured for a while (a probe, plan()).
+  void forget_stale();
 
   StepCostModel plain_, verify_;    // trunk steps without prompt rows: decode rows only, or with verify rows
   int64_t trunk_steps_ = 0;         // trunk steps observed
@@ -179,11 +184,17 @@ class DraftPolicy {
     static constexpr int64_t kPlainSteps = 8;
     std::array<double, kPlainSteps> plain_seconds{};  // the last plain steps (each emits one token a slot)
     int64_t plain_n = 0;
+    double plain_median() const;  // seconds; plain_n > 0
     double draft_tokens = 0, draft_seconds = 0;  // drafting steps since the last verdict
     int64_t draft_n = 0;
     int64_t backoff = 0;        // trunk steps of the next pause; 0: the first pause's
     int64_t paused_until = -1;  // trunk_steps_ until which this size does not draft
     bool drafting = false;      // the model's last plan at this size drafted (plan(): the margin to go on)
+    // Where the model declines to draft: seconds of plain steps set aside for a step that drafts to measure
+    // stale prices again, and how often the share set aside was halved (each such probe since drafting last
+    // ran by the model's choice).
+    double probe_budget = 0;
+    int64_t probe_halvings = 0;
     // With choose_head: the head steps use here; when each was last in use here and when its last window
     // of drafting steps was judged (trunk_steps_; -1 never), and what that window delivered (tokens/s).
     DraftHead head = DraftHead::kFull;
@@ -201,6 +212,8 @@ class DraftPolicy {
   std::vector<Outcome> outcome_;  // index: generating slots
   bool restart_step_ = false;     // the last choose() drafts over a backlog of catch-up rows (policy.cpp)
   bool measuring_ = false;        // the last plan() drafts only to measure a verify price (policy.cpp)
+  bool probing_ = false;          // ... and it re-measures stale prices the model declined on (policy.cpp)
+  std::array<std::vector<int64_t>, kDraftHeads> draft_at_;  // per head, as verify_at_ for draft passes
   Outcome& outcome(int64_t slots);
   bool paused(int64_t slots) const;
 };
