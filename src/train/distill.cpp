@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 
+#include "base/check.h"
 #include "base/text_file.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
@@ -21,6 +24,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
+#include "train/trunk_teacher.h"
 #include "windows.h"
 
 namespace mtp::train {
@@ -37,22 +41,15 @@ std::string block_type(const surgery::MtpBlock& block) {
   return "f32";
 }
 
-// A donor's MTP block (a full model or a head-only file), dequantized and renamed to block `to`.
-Expected<std::vector<NamedValues>> read_block(const GgufFile& file, const surgery::MtpBlock& block,
-                                              int64_t to) {
-  const std::string from = "blk." + std::to_string(block.index) + ".";
-  std::vector<NamedValues> out;
-  for (const TensorInfo* t : block.tensors) {
-    NamedValues v{"blk." + std::to_string(to) + "." + t->name.substr(from.size()),
-                  std::vector<float>(static_cast<size_t>(t->n_elements()))};
-    MTP_RETURN_IF_ERROR(dequantize_tensor(nullptr, t->type, file.tensor_data(*t).data(), v.values.data(),
-                                          t->n_rows(), t->ne[0])
-                            .with_context(file.path() + ": " + t->name));
-    for (float x : v.values)
-      if (!std::isfinite(x)) return corrupt(file.path(), ": ", t->name, " holds a NaN or infinity");
-    out.push_back(std::move(v));
-  }
-  return out;
+// A tensor of `file`, dequantized, under `name`.
+Expected<NamedValues> read_tensor(const GgufFile& file, const TensorInfo& t, std::string name) {
+  NamedValues v{std::move(name), std::vector<float>(static_cast<size_t>(t.n_elements()))};
+  MTP_RETURN_IF_ERROR(
+      dequantize_tensor(nullptr, t.type, file.tensor_data(t).data(), v.values.data(), t.n_rows(), t.ne[0])
+          .with_context(file.path() + ": " + t.name));
+  for (float x : v.values)
+    if (!std::isfinite(x)) return corrupt(file.path(), ": ", t.name, " holds a NaN or infinity");
+  return v;
 }
 
 torch::Tensor token_stream(const Tokenizer& tokenizer, const std::vector<std::string>& files,
@@ -75,21 +72,26 @@ struct Pair {
   torch::Tensor logp, logq;
 };
 
-Pair teacher_and_student(const QwenTorch& model, const torch::Tensor& tokens) {
-  const ForwardResult r = model.forward(tokens);
-  return {r.logits.index({Slice(), Slice(1)}).detach().log_softmax(-1), r.mtp_logits.log_softmax(-1)};
+Expected<Pair> teacher_and_student(const QwenTorch& block, TrunkTeacher& teacher,
+                                   const torch::Tensor& tokens) {
+  MTP_ASSIGN_OR_RETURN(TrunkTeacher::Signals s, teacher.run(tokens));
+  const int64_t T = tokens.size(1);
+  const torch::Tensor q = block.mtp_logits(s.hidden.index({Slice(), Slice(0, T - 1)}),
+                                           teacher.embed(tokens.index({Slice(), Slice(1, T)})));
+  return Pair{s.logits.index({Slice(), Slice(1)}).log_softmax(-1), q.log_softmax(-1)};
 }
 
 torch::Tensor kl_rows(const Pair& p) {
   return (p.logp.exp() * (p.logp - p.logq)).sum(-1);
 }
 
-HeadFit evaluate(const QwenTorch& model, const torch::Tensor& stream, int64_t seq_len, int64_t batch) {
+Expected<HeadFit> evaluate(const QwenTorch& block, TrunkTeacher& teacher, const torch::Tensor& stream,
+                           int64_t seq_len, int64_t batch) {
   torch::NoGradGuard no_grad;
   HeadFit fit;
   double kl = 0, greedy = 0, sampled = 0;
   for (const torch::Tensor& tokens : spread_windows(stream, seq_len, batch, kEvalWindows)) {
-    const Pair p = teacher_and_student(model, tokens);
+    MTP_ASSIGN_OR_RETURN(const Pair p, teacher_and_student(block, teacher, tokens));
     kl += kl_rows(p).sum().item<double>();
     greedy += (p.logp.argmax(-1) == p.logq.argmax(-1)).sum().item<double>();
     sampled += torch::minimum(p.logp.exp(), p.logq.exp()).sum(-1).sum().item<double>();
@@ -102,20 +104,6 @@ HeadFit evaluate(const QwenTorch& model, const torch::Tensor& stream, int64_t se
     fit.sampled_accept = sampled / rows;
   }
   return fit;
-}
-
-// The trunk's own text: each window's first half kept, the rest replaced by what the trunk samples after it
-// at T = 1, one token at a time (the drafts the block will meet come from the trunk, not from the data).
-torch::Tensor continue_windows(const QwenTorch& model, const torch::Tensor& windows, at::Generator& gen) {
-  torch::NoGradGuard no_grad;
-  const int64_t T = windows.size(1), keep = T / 2;
-  torch::Tensor out = windows.clone();
-  for (int64_t t = keep; t < T; ++t) {
-    const torch::Tensor logits = model.forward(out.index({Slice(), Slice(0, t)}), false).logits;
-    const torch::Tensor probs = logits.index({Slice(), t - 1}).softmax(-1);
-    out.index_put_({Slice(), t}, torch::multinomial(probs, 1, false, gen).squeeze(1));
-  }
-  return out;
 }
 
 }  // namespace
@@ -141,46 +129,66 @@ Status validate(const DistillOptions& o) {
 Expected<DistillSummary> distill_head(const DistillOptions& o,
                                       const std::function<void(int64_t, double)>& on_step) {
   MTP_RETURN_IF_ERROR(validate(o));
-  MTP_ASSIGN_OR_RETURN(StoredModel trunk, read_stored_model(o.trunk));
-  MTP_ASSIGN_OR_RETURN(GgufFile trunk_file, GgufFile::open(o.trunk));
-  const bool trunk_has_block = trunk.config.n_nextn > 0;
-  Qwen35MoeConfig config = trunk.config;
+  at::set_num_threads(o.threads);
+  // The trunk runs in the engine; libtorch holds the block and the LM head it reads.
+  MTP_ASSIGN_OR_RETURN(TrunkTeacher teacher, TrunkTeacher::open(o.trunk, o.threads, o.seq_len));
+  const Model& trunk = teacher.model();
+  const GgufFile& trunk_file = *trunk.file();
+  if (trunk.params().attention_scale != 0 || trunk.params().expert_weights_scale != 0)
+    return unsupported(o.trunk,
+                       ": attention.scale or expert_weights_scale is set; training does not model them");
+  if (trunk.vocab().tokens.empty()) return unsupported(o.trunk, ": the file has no tokenizer");
+  const bool trunk_has_block = trunk.config().n_nextn > 0;
+  Qwen35MoeConfig config = trunk.config();
   config.n_nextn = 1;
   DistillSummary summary;
 
-  // The starting block: the donor's (checked as graft checks it; it replaces the trunk's), the trunk's own
-  // (already among the trunk's tensors), or new weights.
-  std::vector<NamedValues> weights = std::move(trunk.tensors);
+  // Where each tensor of the training model comes from: the block's LM head is the trunk's (token_embd where
+  // the file ties them), frozen; the block is the donor's (checked as graft checks it; it replaces the
+  // trunk's), the trunk's own, or new weights (none read).
+  std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>> sources;
+  const TensorInfo* lm_head = trunk_file.find_tensor("output.weight");
+  if (lm_head == nullptr) lm_head = trunk_file.find_tensor("token_embd.weight");
+  MTP_CHECK(lm_head != nullptr, "Model::load checked token_embd");
+  sources["output.weight"] = {&trunk_file, lm_head};
   std::string head_type = "f32";
+  std::optional<GgufFile> donor;
+  const GgufFile* from = nullptr;
   if (!o.head.empty()) {
-    MTP_ASSIGN_OR_RETURN(GgufFile donor, GgufFile::open(o.head));
+    MTP_ASSIGN_OR_RETURN(donor, GgufFile::open(o.head));
     surgery::GraftOptions check;
     check.replace = true;
-    for (const surgery::GraftProblem& p : surgery::check_graft(trunk_file, donor, check))
+    for (const surgery::GraftProblem& p : surgery::check_graft(trunk_file, *donor, check))
       return invalid_argument("--head ", o.head, ": ", p.message);
-    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(donor));
-    MTP_ASSIGN_OR_RETURN(std::vector<NamedValues> donated, read_block(donor, block, config.n_layer));
-    const std::string own = "blk." + std::to_string(config.n_layer) + ".";
-    std::erase_if(weights, [&](const NamedValues& t) { return t.name.starts_with(own); });
-    for (NamedValues& t : donated) weights.push_back(std::move(t));
-    head_type = block_type(block);
+    from = &*donor;
     summary.head_source = "donor";
   } else if (trunk_has_block) {
-    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(trunk_file));
-    head_type = block_type(block);
+    from = &trunk_file;
     summary.head_source = "trunk";
   } else {
     summary.head_source = "new";
   }
+  if (from != nullptr) {
+    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(*from));
+    const std::string prefix = "blk." + std::to_string(block.index) + ".";
+    for (const TensorInfo* t : block.tensors)
+      sources["blk." + std::to_string(config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
+    head_type = block_type(block);
+  }
   if (!o.head_type.empty()) head_type = o.head_type;
 
-  at::set_num_threads(o.threads);
-  QwenTorch model(config, o.seed);
-  MTP_RETURN_IF_ERROR(model.load_stored(weights));
-  weights = {};
-  model.freeze_trunk();
+  QwenTorch model(config, o.seed, ModelParts::kMtpBlock);
+  std::vector<std::string> names;
+  for (const auto& [name, source] : sources) names.push_back(name);
+  MTP_RETURN_IF_ERROR(model.load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
+    const auto [file, info] = sources.at(name);
+    MTP_ASSIGN_OR_RETURN(NamedValues v, read_tensor(*file, *info, name));
+    return std::move(v.values);
+  }));
+  model.freeze_trunk();  // the LM head
+  if (o.freeze_experts) model.freeze_block_experts();
 
-  MTP_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::create(trunk.vocab));
+  MTP_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::create(trunk.vocab()));
   Status read_status = Status::Ok();
   const torch::Tensor all = token_stream(tokenizer, o.data, read_status);
   MTP_RETURN_IF_ERROR(read_status);
@@ -193,8 +201,9 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
     return invalid_argument("--data has ", all.size(0), " tokens: too few for --seq-len ", o.seq_len,
                             " with --eval-fraction ", o.eval_fraction);
 
-  summary.before = evaluate(model, eval_stream, o.seq_len, o.batch);
-  const std::vector<torch::Tensor> trained = model.mtp_parameters();
+  MTP_ASSIGN_OR_RETURN(summary.before, evaluate(model, teacher, eval_stream, o.seq_len, o.batch));
+  std::vector<torch::Tensor> trained = model.mtp_parameters();
+  std::erase_if(trained, [](const torch::Tensor& t) { return !t.requires_grad(); });
   torch::optim::AdamW optimizer(
       trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed ^ 0x64697374ull);
@@ -203,9 +212,13 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
     torch::Tensor tokens = random_windows(train_stream, o.batch, o.seq_len, gen);
     const int64_t own =
         static_cast<int64_t>(std::lround(o.generated_fraction * static_cast<double>(o.batch)));
-    if (own > 0)
-      tokens.index_put_({Slice(0, own)}, continue_windows(model, tokens.index({Slice(0, own)}), gen));
-    const torch::Tensor loss = kl_rows(teacher_and_student(model, tokens)).mean();
+    if (own > 0) {
+      MTP_ASSIGN_OR_RETURN(const torch::Tensor generated,
+                           teacher.continue_windows(tokens.index({Slice(0, own)}), o.seq_len / 2, gen));
+      tokens.index_put_({Slice(0, own)}, generated);
+    }
+    MTP_ASSIGN_OR_RETURN(const Pair pair, teacher_and_student(model, teacher, tokens));
+    const torch::Tensor loss = kl_rows(pair).mean();
     optimizer.zero_grad();
     loss.backward();
     torch::nn::utils::clip_grad_norm_(trained, kClipNorm);
@@ -214,12 +227,12 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
     if (on_step) on_step(step, summary.losses.back());
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  summary.after = evaluate(model, eval_stream, o.seq_len, o.batch);
+  MTP_ASSIGN_OR_RETURN(summary.after, evaluate(model, teacher, eval_stream, o.seq_len, o.batch));
 
-  // The block onto the trunk as graft writes it: the trained model as an F32 file beside the output, its
-  // block grafted onto the trunk file (every other tensor of the trunk byte-identical), the F32 file removed.
+  // The block onto the trunk as graft writes it: the trained block as an F32 head-only file beside the
+  // output, grafted onto the trunk file (every other tensor of the trunk byte-identical), then removed.
   const std::string staged = o.output + ".distill-f32.tmp";
-  Status written = export_gguf(model, trunk.vocab, "distill-head", staged);
+  Status written = export_gguf(model, trunk.vocab(), "distill-head", staged);
   if (written.ok()) {
     surgery::GraftOptions g;
     g.replace = trunk_has_block;

@@ -6,6 +6,7 @@
 #include "model/model.h"
 #include "model/qwen35moe_tensors.h"
 #include "quant/quantize.h"
+#include "surgery/graft.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mtp::train {
@@ -25,7 +26,7 @@ Expected<Vocab> pad_vocab(Vocab vocab, int64_t n_vocab) {
 
 Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
                       const std::vector<NamedValues>& tensors, const std::string& model_name,
-                      const std::string& path) {
+                      const std::string& path, bool block_only) {
   MTP_RETURN_IF_ERROR(config.validate());
   if (config.n_nextn != 1) return invalid_argument("a trained model has one MTP block (n_nextn = 1)");
   if (static_cast<int64_t>(vocab.tokens.size()) != config.n_vocab)
@@ -38,7 +39,9 @@ Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
 
   std::vector<TensorSpec> specs;
   std::vector<const NamedValues*> order;
+  const std::string block = "blk." + std::to_string(config.n_layer) + ".";
   for (const TensorDesc& d : qwen35moe_tensors(config, true)) {
+    if (block_only && !d.name.starts_with(block)) continue;
     auto it = by_name.find(d.name);
     if (it == by_name.end()) {
       if (d.required) return invalid_argument("tensor ", d.name, " missing");
@@ -61,6 +64,11 @@ Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
   md.set("general.file_type", Value::scalar<uint32_t>(0));  // all F32
   write_qwen35moe_config(config, md);
   write_vocab_to_gguf(vocab, md);
+  if (block_only) {  // what `mtp extract-head` marks a head-only file with
+    md.set(surgery::kHeadFormatKey, Value::scalar<uint32_t>(1));
+    md.set("mtp.head.source_block", Value::scalar(static_cast<uint32_t>(config.n_layer)));
+    md.set("mtp.head.n_vocab", Value::scalar(static_cast<uint64_t>(config.n_vocab)));
+  }
   MTP_ASSIGN_OR_RETURN(GgufWriter writer, GgufWriter::create(path, md, specs));
   for (const NamedValues* t : order) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(t->values.data());

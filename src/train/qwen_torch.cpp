@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <set>
 
 #include "base/check.h"
 #include "model/qwen35moe_tensors.h"
@@ -147,12 +148,14 @@ torch::Tensor delta_rule_chunked(const DeltaInputs& in, int64_t chunk_size) {
   return torch::cat(out, 2).index({Slice(), Slice(), Slice(0, T)});
 }
 
-QwenTorch::QwenTorch(const Qwen35MoeConfig& config, uint64_t seed) : config_(config) {
+QwenTorch::QwenTorch(const Qwen35MoeConfig& config, uint64_t seed, ModelParts parts)
+    : config_(config), parts_(parts) {
   MTP_CHECK(config_.validate().ok(), config_.validate().message());
   MTP_CHECK(config_.n_nextn == 1, "the trained model has one MTP block");
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (const TensorDesc& d : qwen35moe_tensors(config_, true)) {
     if (!exported(d)) continue;
+    if (parts_ == ModelParts::kMtpBlock && !in_mtp_block(d.name) && d.name != "output.weight") continue;
     order_.push_back(d.name);
     params_[d.name] = initial_value(d, config_.n_layer, gen).set_requires_grad(true);
   }
@@ -187,24 +190,40 @@ void QwenTorch::freeze_trunk() {
     if (!in_mtp_block(name)) params_.at(name).set_requires_grad(false);
 }
 
+void QwenTorch::freeze_block_experts() {
+  for (const std::string& name : order_)
+    if (in_mtp_block(name) && ends_with(name, "_exps.weight")) params_.at(name).set_requires_grad(false);
+}
+
 Status QwenTorch::load_stored(const std::vector<NamedValues>& tensors) {
   std::map<std::string, const NamedValues*> by_name;
-  bool has_block = false;
+  std::vector<std::string> names;
   for (const NamedValues& t : tensors) {
-    if (params_.count(t.name) == 0)
-      return unsupported("tensor ", t.name, " is not one the training model has");
     by_name[t.name] = &t;
-    has_block = has_block || in_mtp_block(t.name);
+    names.push_back(t.name);
   }
+  return load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
+    return by_name.at(name)->values;
+  });
+}
+
+Status QwenTorch::load_stored(const std::vector<std::string>& names,
+                              const std::function<Expected<std::vector<float>>(const std::string&)>& read) {
+  std::set<std::string> given;
+  bool has_block = false;
+  for (const std::string& name : names) {
+    if (params_.count(name) == 0) return unsupported("tensor ", name, " is not one the training model has");
+    given.insert(name);
+    has_block = has_block || in_mtp_block(name);
+  }
+  for (const std::string& name : order_)
+    if (given.count(name) == 0 && (has_block || !in_mtp_block(name)))  // no MTP block in the file: allowed
+      return invalid_argument("tensor ", name, " missing");
   torch::NoGradGuard no_grad;
   for (const std::string& name : order_) {
-    auto it = by_name.find(name);
-    if (it == by_name.end()) {
-      if (!has_block && in_mtp_block(name)) continue;  // no MTP block in the file
-      return invalid_argument("tensor ", name, " missing");
-    }
+    if (given.count(name) == 0) continue;
     torch::Tensor& param = params_.at(name);
-    const std::vector<float>& v = it->second->values;
+    MTP_ASSIGN_OR_RETURN(const std::vector<float> v, read(name));
     if (static_cast<int64_t>(v.size()) != param.numel())
       return invalid_argument("tensor ", name, " has ", v.size(), " values, expected ", param.numel());
     torch::Tensor stored = torch::from_blob(const_cast<float*>(v.data()), param.sizes(), torch::kFloat32);
@@ -336,13 +355,18 @@ torch::Tensor routed_experts_dispatched(const torch::Tensor& x, const ExpertWeig
   const torch::Tensor weights = r.weights.reshape({-1}).index_select(0, order).unsqueeze(-1);
   const torch::Tensor counts = torch::bincount(expert, {}, E);
   const int64_t* count = counts.data_ptr<int64_t>();
+  // Views of every expert at once: the backward of unbind stacks the experts' gradients into one tensor,
+  // where a select per expert (w.gate[e]) would fill a zero tensor of all the experts for each (at 35B-A3B
+  // widths 768 fills of 1 GB a step).
+  const std::vector<torch::Tensor> gate = w.gate.unbind(0), up = w.up.unbind(0), down = w.down.unbind(0);
   torch::Tensor out = torch::zeros_like(x);
   int64_t begin = 0;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = count[e];
     if (n == 0) continue;
     const torch::Tensor sel = rows.slice(0, begin, begin + n);
-    const torch::Tensor y = expert_ffn(x.index_select(0, sel), w.gate[e], w.up[e], w.down[e]);
+    const size_t i = static_cast<size_t>(e);
+    const torch::Tensor y = expert_ffn(x.index_select(0, sel), gate[i], up[i], down[i]);
     out = out.index_add(0, sel, y * weights.slice(0, begin, begin + n));
     begin += n;
   }
@@ -374,6 +398,7 @@ torch::Tensor QwenTorch::residual_block(const std::string& blk, bool full_attent
 
 ForwardResult QwenTorch::forward(const torch::Tensor& tokens, bool with_mtp, DeltaForm form) const {
   const Qwen35MoeConfig& c = config_;
+  MTP_CHECK(parts_ == ModelParts::kAll, "forward() needs the trunk");
   MTP_CHECK(tokens.dim() == 2 && tokens.scalar_type() == torch::kInt64, "tokens must be [B, T] int64");
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const torch::Tensor embd = p("token_embd.weight");
@@ -387,23 +412,32 @@ ForwardResult QwenTorch::forward(const torch::Tensor& tokens, bool with_mtp, Del
   r.logits = torch::matmul(r.hidden, head.t());
   if (!with_mtp || T < 2) return r;
 
-  // docs/model.md 4.1-4.3: the row for token t + 1 (at position t + 1) reads the trunk's hidden at t.
-  const std::string blk = "blk." + std::to_string(c.n_layer) + ".";
   const torch::Tensor next = tokens.index({Slice(), Slice(1, T)}).reshape({-1});
-  const torch::Tensor e = rms_norm(embd.index_select(0, next).view({B, T - 1, c.n_embd}),
-                                   norm_weight(blk + "nextn.enorm.weight"));
-  const torch::Tensor h =
-      rms_norm(r.hidden.index({Slice(), Slice(0, T - 1)}), norm_weight(blk + "nextn.hnorm.weight"));
-  torch::Tensor m = torch::matmul(torch::cat({e, h}, -1), p(blk + "nextn.eh_proj.weight").t());
-  m = residual_block(blk, true, m, torch::arange(1, T, torch::kInt64), form);
-  r.mtp_logits = torch::matmul(rms_norm(m, norm_weight(blk + "nextn.shared_head_norm.weight")), head.t());
+  r.mtp_logits = mtp_logits(r.hidden.index({Slice(), Slice(0, T - 1)}),
+                            embd.index_select(0, next).view({B, T - 1, c.n_embd}), form);
   return r;
+}
+
+// docs/model.md 4.1-4.3: the row for token t + 1 (at position t + 1) reads the trunk's hidden at t.
+torch::Tensor QwenTorch::mtp_logits(const torch::Tensor& hidden, const torch::Tensor& embedded,
+                                    DeltaForm form) const {
+  const Qwen35MoeConfig& c = config_;
+  MTP_CHECK(hidden.dim() == 3 && hidden.size(2) == c.n_embd && embedded.sizes() == hidden.sizes(),
+            "hidden and embedded must both be [B, T, n_embd]");
+  const std::string blk = "blk." + std::to_string(c.n_layer) + ".";
+  const torch::Tensor e = rms_norm(embedded, norm_weight(blk + "nextn.enorm.weight"));
+  const torch::Tensor h = rms_norm(hidden, norm_weight(blk + "nextn.hnorm.weight"));
+  torch::Tensor m = torch::matmul(torch::cat({e, h}, -1), p(blk + "nextn.eh_proj.weight").t());
+  m = residual_block(blk, true, m, torch::arange(1, hidden.size(1) + 1, torch::kInt64), form);
+  return torch::matmul(rms_norm(m, norm_weight(blk + "nextn.shared_head_norm.weight")),
+                       p("output.weight").t());
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> QwenTorch::export_tensors() const {
   torch::NoGradGuard no_grad;
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const std::string& name : order_) {
+    if (parts_ == ModelParts::kMtpBlock && !in_mtp_block(name)) continue;
     torch::Tensor t = p(name).detach();
     if (ends_with(name, "ssm_a"))
       t = -t.exp();

@@ -209,7 +209,8 @@ Status export_gguf(const QwenTorch& model, const Vocab& vocab, const std::string
     const float* data = t.data_ptr<float>();
     tensors.push_back({name, std::vector<float>(data, data + t.numel())});
   }
-  return write_f32_gguf(model.config(), padded, tensors, model_name, path);
+  return write_f32_gguf(model.config(), padded, tensors, model_name, path,
+                        model.parts() == ModelParts::kMtpBlock);
 }
 
 Expected<TrainSummary> train(const TrainOptions& o, const std::function<void(const StepReport&)>& on_step) {

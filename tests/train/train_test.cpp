@@ -18,6 +18,7 @@
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
 #include "train/trainer.h"
+#include "train/trunk_teacher.h"
 
 namespace mtp::train {
 namespace {
@@ -282,6 +283,47 @@ TEST(Train, InitContinuesFromAFileAndAFrozenHeadStaysAsItWas) {
   EXPECT_NE(missing.status().message().find("absent.gguf"), std::string::npos);
 }
 
+// distill-head's two halves against the whole model in libtorch: the engine's trunk pass (TrunkTeacher) gives
+// the hidden states and logits libtorch computes for the same F32 file, and a model of the MTP block alone,
+// fed them and the token embeddings, gives the whole model's MTP logits.
+TEST(DistillHead, EngineTrunkAndBlockOnlyModelMatchTheWholeModel) {
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  const QwenTorch whole(tiny_config(), 5);
+  ASSERT_TRUE(export_gguf(whole, train_bpe(builtin_training_corpus(), 200), "t", path).ok());
+  const int64_t T = 40;
+  auto teacher = TrunkTeacher::open(path, 2, T);
+  ASSERT_TRUE(teacher.ok()) << teacher.status().message();
+  torch::manual_seed(6);
+  const torch::Tensor tokens = torch::randint(512, {3, T}, torch::TensorOptions().dtype(torch::kInt64));
+  auto s = teacher->run(tokens);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  torch::NoGradGuard no_grad;
+  const ForwardResult r = whole.forward(tokens);
+  EXPECT_LT((s->hidden - r.hidden).abs().max().item<double>(), 1e-4);
+  EXPECT_LT((s->logits - r.logits).abs().max().item<double>(), 1e-4);
+  for (const auto& [name, t] : whole.export_tensors()) {
+    if (name != "token_embd.weight") continue;
+    EXPECT_TRUE(
+        torch::equal(teacher->embed(tokens), t.index_select(0, tokens.reshape({-1})).view({3, T, -1})));
+  }
+
+  auto stored = read_stored_model(path);
+  ASSERT_TRUE(stored.ok());
+  std::erase_if(stored->tensors, [](const NamedValues& t) {
+    return t.name != "output.weight" && !t.name.starts_with("blk.4.");
+  });
+  QwenTorch block(tiny_config(), 7, ModelParts::kMtpBlock);
+  ASSERT_TRUE(block.load_stored(stored->tensors).ok());
+  using torch::indexing::Slice;
+  const torch::Tensor q = block.mtp_logits(s->hidden.index({Slice(), Slice(0, T - 1)}),
+                                           teacher->embed(tokens.index({Slice(), Slice(1, T)})));
+  EXPECT_LT((q - r.mtp_logits).abs().max().item<double>(), 1e-4);
+  // The block model holds the block and the LM head, and writes the block alone.
+  EXPECT_EQ(block.parameters().size(), block.mtp_parameters().size() + 1);
+  for (const auto& [name, t] : block.export_tensors()) EXPECT_TRUE(name.starts_with("blk.4.")) << name;
+}
+
 // distill-head on a random tiny model: the block's KL to the trunk falls on held-out text, and every tensor
 // outside the MTP block is byte-identical to the trunk file's.
 TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
@@ -323,6 +365,29 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
   }
   EXPECT_GT(same, 0);
   EXPECT_GT(changed, 0);
+
+  // --freeze-experts: the block's routed experts are written as they were, the rest of it trained.
+  DistillOptions frozen = d;
+  frozen.steps = 5;
+  frozen.freeze_experts = true;
+  frozen.output = dir.file("frozen.gguf");
+  ASSERT_TRUE(distill_head(frozen, nullptr).ok());
+  auto f = GgufFile::open(frozen.output);
+  ASSERT_TRUE(f.ok());
+  int experts = 0, trained = 0;
+  for (const TensorInfo& t : in->tensors()) {
+    if (t.name.rfind("blk.4.", 0) != 0) continue;
+    const std::span<const uint8_t> a = in->tensor_data(t), b = f->tensor_data(*f->find_tensor(t.name));
+    const bool equal = std::equal(a.begin(), a.end(), b.begin(), b.end());
+    if (t.name.ends_with("_exps.weight")) {
+      EXPECT_TRUE(equal) << t.name;
+      ++experts;
+    } else {
+      trained += !equal;
+    }
+  }
+  EXPECT_EQ(experts, 3);
+  EXPECT_GT(trained, 0);
 
   // A quarter of each batch is the trunk's own text: the same first batch with it loses another KL.
   d.steps = 1;

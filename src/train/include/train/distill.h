@@ -1,5 +1,6 @@
 // `mtp-train distill-head`: trains a trunk's MTP block to draft what the trunk predicts, from the trunk's own
-// next-token distributions over a text (docs/training.md). The trunk is frozen and only runs forward; the
+// next-token distributions over a text (docs/training.md). The trunk is frozen and only runs forward, in the
+// inference engine (trunk_teacher.h), so that only the block and the LM head are held in libtorch; the
 // block starts from a donor model's (a base model's head borrowed for a finetune), the trunk's own, or new
 // weights. The file written is the trunk with only its MTP block replaced (every other tensor byte-identical,
 // as `mtp graft` writes it). The interface has no libtorch types.
@@ -31,6 +32,9 @@ struct DistillOptions {
   // The share of each batch's windows that are the trunk's own text: a window's first half from the data,
   // the rest sampled from the trunk at T = 1 (a forward per sampled token: several times slower a step).
   double generated_fraction = 0;
+  // The block's routed experts stay as they started (the donor's or the trunk's): at 35B-A3B widths they are
+  // 0.8 B of the block's 0.85 B parameters, and their gradients and AdamW state about 10 GB.
+  bool freeze_experts = false;
   uint64_t seed = 1;
   int threads = 1;
 };

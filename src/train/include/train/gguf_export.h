@@ -24,10 +24,11 @@ Expected<Vocab> pad_vocab(Vocab vocab, int64_t n_vocab);
 
 // Writes `config` (with its MTP block, n_nextn = 1), the vocabulary and the tensors, all F32, to `path`
 // (through a temporary file). Every tensor the file needs must be given exactly once, with ne's element
-// count; they are written in the order of qwen35moe_tensors().
+// count; they are written in the order of qwen35moe_tensors(). With block_only, the MTP block's tensors
+// alone (a head-only file, as `mtp extract-head` writes): the trunk's may not be given.
 Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
                       const std::vector<NamedValues>& tensors, const std::string& model_name,
-                      const std::string& path);
+                      const std::string& path, bool block_only = false);
 
 // A qwen35moe file's weights as F32 values, as the file stores them (the converter's conventions), with its
 // hyperparameters and vocabulary.

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,13 +56,18 @@ struct ForwardResult {
   torch::Tensor mtp_logits;  // [B, T - 1, n_vocab]: row t (token t + 1 with hidden t) predicts token t + 2
 };
 
+// What a QwenTorch holds: the whole model, or only the MTP block and the LM head its logits read (distilling
+// a block for a trunk that runs elsewhere: at 35B-A3B widths the trunk does not fit in memory as f32).
+enum class ModelParts { kAll, kMtpBlock };
+
 class QwenTorch {
  public:
   // Random initial weights (the scales `mtp synth` uses), seeded. The config must validate and have
   // n_nextn = 1: the model always has its MTP block.
-  QwenTorch(const Qwen35MoeConfig& config, uint64_t seed);
+  QwenTorch(const Qwen35MoeConfig& config, uint64_t seed, ModelParts parts = ModelParts::kAll);
 
   const Qwen35MoeConfig& config() const { return config_; }
+  ModelParts parts() const { return parts_; }
   // Every trainable tensor (requires_grad), in the order of qwen35moe_tensors().
   std::vector<torch::Tensor> parameters() const;
   // The same less the MTP block's own tensors (blk.{n_layer}.*): what trains when the MTP block is to stay
@@ -71,19 +77,31 @@ class QwenTorch {
   std::vector<torch::Tensor> mtp_parameters() const;
   // The trunk's tensors stop recording gradients (distilling the MTP block: the trunk only runs forward).
   void freeze_trunk();
+  // The MTP block's routed experts (ffn_{gate,up,down}_exps) stop recording gradients too.
+  void freeze_block_experts();
 
   // Replaces the weights by a file's (gguf_export.h: read_stored_model), undoing the converter's conventions:
   // every trainable tensor must be there, except the MTP block's when `tensors` has none of them (a file
   // without an MTP block: the block keeps its initial weights); a tensor the model does not train (e.g. the
   // optional nextn.shared_head_head) or of another size is refused.
   Status load_stored(const std::vector<NamedValues>& tensors);
+  // The same from a source that has the tensors `names` and gives each one's values when asked (`read`):
+  // at most one tensor's values are held beside the model's (at 35B-A3B widths the LM head alone is 2 GB).
+  Status load_stored(const std::vector<std::string>& names,
+                     const std::function<Expected<std::vector<float>>(const std::string&)>& read);
 
-  // tokens [B, T] (int64). The MTP logits are computed when with_mtp and T >= 2.
+  // tokens [B, T] (int64). The MTP logits are computed when with_mtp and T >= 2. The whole model only.
   ForwardResult forward(const torch::Tensor& tokens, bool with_mtp = true,
                         DeltaForm form = DeltaForm::kChunked) const;
+  // The MTP block alone (docs/model.md 4.1-4.3): hidden [B, T', n_embd] the trunk's post-norm hiddens at
+  // positions 0..T'-1 and embedded [B, T', n_embd] the token embeddings (token_embd rows) of the tokens at
+  // 1..T'; row t (position t + 1) predicts the token at t + 2: [B, T', n_vocab].
+  torch::Tensor mtp_logits(const torch::Tensor& hidden, const torch::Tensor& embedded,
+                           DeltaForm form = DeltaForm::kChunked) const;
 
   // The tensors as the GGUF file stores them (norms as 1 + w, ssm_a = -exp(A_log)), float32, contiguous, in
-  // the order of qwen35moe_tensors(); with their GGUF names.
+  // the order of qwen35moe_tensors(); with their GGUF names. With ModelParts::kMtpBlock, the block's only
+  // (a head-only file, as `mtp extract-head` writes).
   std::vector<std::pair<std::string, torch::Tensor>> export_tensors() const;
 
  private:
@@ -99,6 +117,7 @@ class QwenTorch {
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
 
   Qwen35MoeConfig config_;
+  ModelParts parts_ = ModelParts::kAll;
   std::vector<std::string> order_;               // GGUF names, qwen35moe_tensors() order
   std::map<std::string, torch::Tensor> params_;  // trained parameterisation (see the header comment)
 };
