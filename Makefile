@@ -20,8 +20,9 @@ DEBIAN_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-
 	libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config python3 python3-jinja2 libcpp-httplib-dev libutf8proc-dev libssl-dev \
 	libtomlplusplus-dev
 # Only `mtp-train` (src/train) and its tests need libtorch (about 150 packages and 0.5 GB): `make run` builds
-# everything else without it, `make test` installs it before it builds, so the tests cover mtp-train.
-TRAIN_PACKAGES := libtorch-dev
+# everything else without it, `make test` installs it before it builds, so the tests cover mtp-train. OpenBLAS
+# takes over libtorch's libblas.so.3 from the reference BLAS, several times slower (docs/training.md).
+TRAIN_PACKAGES := libtorch-dev libopenblas0-pthread
 # Only the tests need these: promtool (checks /metrics), nginx (in front of two replicas), and headless
 # Chromium driven by Selenium (the chat page at GET /).
 TEST_PACKAGES := prometheus nginx-light chromium chromium-driver python3-selenium
