@@ -66,36 +66,64 @@ torch::Tensor token_stream(const Tokenizer& tokenizer, const std::vector<std::st
   return torch::tensor(ids, torch::kInt64);
 }
 
-// KL(trunk || head) per row, the trunk's distribution for token t + 2 (its logits at t + 1) against the MTP
-// row for token t + 1: [B, T - 1].
-struct Pair {
-  torch::Tensor logp, logq;
+// What the block learns from for a batch of windows [B, T]: its inputs, the trunk's post-norm hiddens at rows
+// 0..T-2 and the token embeddings of tokens 1..T-1 ([B, T-1, n_embd] each), and its target, the trunk's
+// distribution for tokens 2..T (its rows 1..T-1): in full (log-probabilities [B, T-1, V]), or its top_k
+// tokens (ids and log-probabilities under the full softmax, [B, T-1, K], most likely first).
+struct Targets {
+  torch::Tensor hidden, embedded;
+  torch::Tensor logp;               // in full; undefined with top-K
+  torch::Tensor top_ids, top_logp;  // top-K; undefined in full
 };
 
-Expected<Pair> teacher_and_student(const QwenTorch& block, TrunkTeacher& teacher,
-                                   const torch::Tensor& tokens) {
+Expected<Targets> targets_of(TrunkTeacher& teacher, const torch::Tensor& tokens, int64_t top_k) {
   MTP_ASSIGN_OR_RETURN(TrunkTeacher::Signals s, teacher.run(tokens));
   const int64_t T = tokens.size(1);
-  const torch::Tensor q = block.mtp_logits(s.hidden.index({Slice(), Slice(0, T - 1)}),
-                                           teacher.embed(tokens.index({Slice(), Slice(1, T)})));
-  return Pair{s.logits.index({Slice(), Slice(1)}).log_softmax(-1), q.log_softmax(-1)};
+  Targets t;
+  t.hidden = s.hidden.index({Slice(), Slice(0, T - 1)}).contiguous();
+  t.embedded = teacher.embed(tokens.index({Slice(), Slice(1, T)}));
+  const torch::Tensor logp = s.logits.index({Slice(), Slice(1)}).log_softmax(-1);
+  if (top_k <= 0) {
+    t.logp = logp;
+    return t;
+  }
+  auto [values, ids] = logp.topk(top_k, -1);
+  t.top_logp = values.contiguous();
+  t.top_ids = ids.contiguous();
+  return t;
 }
 
-torch::Tensor kl_rows(const Pair& p) {
-  return (p.logp.exp() * (p.logp - p.logq)).sum(-1);
+// The block's log-probabilities for the targets' rows: [B, T-1, V].
+torch::Tensor student(const QwenTorch& block, const Targets& t) {
+  return block.mtp_logits(t.hidden, t.embedded).log_softmax(-1);
 }
 
-Expected<HeadFit> evaluate(const QwenTorch& block, TrunkTeacher& teacher, const torch::Tensor& stream,
-                           int64_t seq_len, int64_t batch) {
+// KL(trunk || block) per row [B, T-1]: over the vocabulary, or over the trunk's top K renormalised.
+torch::Tensor kl_rows(const Targets& t, const torch::Tensor& logq) {
+  if (t.logp.defined()) return (t.logp.exp() * (t.logp - logq)).sum(-1);
+  const torch::Tensor logp = t.top_logp.log_softmax(-1);
+  return (logp.exp() * (logp - logq.gather(-1, t.top_ids))).sum(-1);
+}
+
+// The held-out figures over batches of targets (`get(i)` gives batch i of n).
+Expected<HeadFit> evaluate(const QwenTorch& block, int64_t n,
+                           const std::function<Expected<Targets>(int64_t)>& get) {
   torch::NoGradGuard no_grad;
   HeadFit fit;
   double kl = 0, greedy = 0, sampled = 0;
-  for (const torch::Tensor& tokens : spread_windows(stream, seq_len, batch, kEvalWindows)) {
-    MTP_ASSIGN_OR_RETURN(const Pair p, teacher_and_student(block, teacher, tokens));
-    kl += kl_rows(p).sum().item<double>();
-    greedy += (p.logp.argmax(-1) == p.logq.argmax(-1)).sum().item<double>();
-    sampled += torch::minimum(p.logp.exp(), p.logq.exp()).sum(-1).sum().item<double>();
-    fit.rows += p.logp.size(0) * p.logp.size(1);
+  for (int64_t i = 0; i < n; ++i) {
+    MTP_ASSIGN_OR_RETURN(const Targets t, get(i));
+    const torch::Tensor logq = student(block, t);
+    kl += kl_rows(t, logq).sum().item<double>();
+    if (t.logp.defined()) {
+      greedy += (t.logp.argmax(-1) == logq.argmax(-1)).sum().item<double>();
+      sampled += torch::minimum(t.logp.exp(), logq.exp()).sum(-1).sum().item<double>();
+    } else {  // the trunk's top token is its argmax; min(p, q) summed over the top K only: a lower bound
+      greedy += (t.top_ids.select(-1, 0) == logq.argmax(-1)).sum().item<double>();
+      sampled +=
+          torch::minimum(t.top_logp.exp(), logq.gather(-1, t.top_ids).exp()).sum(-1).sum().item<double>();
+    }
+    fit.rows += logq.size(0) * logq.size(1);
   }
   if (fit.rows > 0) {
     const double rows = static_cast<double>(fit.rows);
@@ -123,6 +151,7 @@ Status validate(const DistillOptions& o) {
   if (!(o.generated_fraction >= 0 && o.generated_fraction <= 1))
     return invalid_argument("--generated must be in [0, 1]");
   if (o.threads < 1) return invalid_argument("--threads must be at least 1");
+  if (o.teacher_top_k < 0) return invalid_argument("--teacher-top-k must be 0 (off) or more");
   return Status::Ok();
 }
 
@@ -131,64 +160,34 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
   MTP_RETURN_IF_ERROR(validate(o));
   at::set_num_threads(o.threads);
   // The trunk runs in the engine; libtorch holds the block and the LM head it reads.
-  MTP_ASSIGN_OR_RETURN(TrunkTeacher teacher, TrunkTeacher::open(o.trunk, o.threads, o.seq_len));
-  const Model& trunk = teacher.model();
-  const GgufFile& trunk_file = *trunk.file();
+  std::optional<TrunkTeacher> teacher;
+  MTP_ASSIGN_OR_RETURN(teacher, TrunkTeacher::open(o.trunk, o.threads, o.seq_len));
+  // What is needed of the trunk's model once the engine may be gone (--teacher-top-k).
+  const Model& trunk = teacher->model();
   if (trunk.params().attention_scale != 0 || trunk.params().expert_weights_scale != 0)
     return unsupported(o.trunk,
                        ": attention.scale or expert_weights_scale is set; training does not model them");
   if (trunk.vocab().tokens.empty()) return unsupported(o.trunk, ": the file has no tokenizer");
+  if (o.teacher_top_k > trunk.config().n_vocab)
+    return invalid_argument("--teacher-top-k ", o.teacher_top_k, " is more than the vocabulary's ",
+                            trunk.config().n_vocab, " tokens");
   const bool trunk_has_block = trunk.config().n_nextn > 0;
   Qwen35MoeConfig config = trunk.config();
   config.n_nextn = 1;
+  const Vocab vocab = trunk.vocab();
+  MTP_ASSIGN_OR_RETURN(GgufFile trunk_file, GgufFile::open(o.trunk));  // outlives the engine
   DistillSummary summary;
-
-  // Where each tensor of the training model comes from: the block's LM head is the trunk's (token_embd where
-  // the file ties them), frozen; the block is the donor's (checked as graft checks it; it replaces the
-  // trunk's), the trunk's own, or new weights (none read).
-  std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>> sources;
-  const TensorInfo* lm_head = trunk_file.find_tensor("output.weight");
-  if (lm_head == nullptr) lm_head = trunk_file.find_tensor("token_embd.weight");
-  MTP_CHECK(lm_head != nullptr, "Model::load checked token_embd");
-  sources["output.weight"] = {&trunk_file, lm_head};
-  std::string head_type = "f32";
+  // A donor is checked before the long passes, as graft checks it (its block replaces the trunk's).
   std::optional<GgufFile> donor;
-  const GgufFile* from = nullptr;
   if (!o.head.empty()) {
     MTP_ASSIGN_OR_RETURN(donor, GgufFile::open(o.head));
     surgery::GraftOptions check;
     check.replace = true;
     for (const surgery::GraftProblem& p : surgery::check_graft(trunk_file, *donor, check))
       return invalid_argument("--head ", o.head, ": ", p.message);
-    from = &*donor;
-    summary.head_source = "donor";
-  } else if (trunk_has_block) {
-    from = &trunk_file;
-    summary.head_source = "trunk";
-  } else {
-    summary.head_source = "new";
   }
-  if (from != nullptr) {
-    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(*from));
-    const std::string prefix = "blk." + std::to_string(block.index) + ".";
-    for (const TensorInfo* t : block.tensors)
-      sources["blk." + std::to_string(config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
-    head_type = block_type(block);
-  }
-  if (!o.head_type.empty()) head_type = o.head_type;
 
-  QwenTorch model(config, o.seed, ModelParts::kMtpBlock);
-  std::vector<std::string> names;
-  for (const auto& [name, source] : sources) names.push_back(name);
-  MTP_RETURN_IF_ERROR(model.load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
-    const auto [file, info] = sources.at(name);
-    MTP_ASSIGN_OR_RETURN(NamedValues v, read_tensor(*file, *info, name));
-    return std::move(v.values);
-  }));
-  model.freeze_trunk();  // the LM head
-  if (o.freeze_experts) model.freeze_block_experts();
-
-  MTP_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::create(trunk.vocab()));
+  MTP_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::create(vocab));
   Status read_status = Status::Ok();
   const torch::Tensor all = token_stream(tokenizer, o.data, read_status);
   MTP_RETURN_IF_ERROR(read_status);
@@ -200,25 +199,86 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
   if (summary.eval_tokens < o.seq_len || summary.train_tokens <= o.seq_len)
     return invalid_argument("--data has ", all.size(0), " tokens: too few for --seq-len ", o.seq_len,
                             " with --eval-fraction ", o.eval_fraction);
-
-  MTP_ASSIGN_OR_RETURN(summary.before, evaluate(model, teacher, eval_stream, o.seq_len, o.batch));
-  std::vector<torch::Tensor> trained = model.mtp_parameters();
-  std::erase_if(trained, [](const torch::Tensor& t) { return !t.requires_grad(); });
-  torch::optim::AdamW optimizer(
-      trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
+  const std::vector<torch::Tensor> eval_windows =
+      spread_windows(eval_stream, o.seq_len, o.batch, kEvalWindows);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed ^ 0x64697374ull);
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  // A step's windows: random ones of the training tokens, a share of them continued by the trunk.
+  auto train_windows = [&]() -> Expected<torch::Tensor> {
     torch::Tensor tokens = random_windows(train_stream, o.batch, o.seq_len, gen);
     const int64_t own =
         static_cast<int64_t>(std::lround(o.generated_fraction * static_cast<double>(o.batch)));
     if (own > 0) {
       MTP_ASSIGN_OR_RETURN(const torch::Tensor generated,
-                           teacher.continue_windows(tokens.index({Slice(0, own)}), o.seq_len / 2, gen));
+                           teacher->continue_windows(tokens.index({Slice(0, own)}), o.seq_len / 2, gen));
       tokens.index_put_({Slice(0, own)}, generated);
     }
-    MTP_ASSIGN_OR_RETURN(const Pair pair, teacher_and_student(model, teacher, tokens));
-    const torch::Tensor loss = kl_rows(pair).mean();
+    return tokens;
+  };
+  // With --teacher-top-k, the trunk first runs over every window of the run (the same windows, drawn in the
+  // same order), keeping the block's inputs and the trunk's top K, and the engine is freed before the block
+  // is built: a trunk that fills the memory on its own and the block then fit one after the other.
+  std::vector<Targets> cached_eval, cached_train;
+  if (o.teacher_top_k > 0) {
+    for (const torch::Tensor& w : eval_windows) {
+      MTP_ASSIGN_OR_RETURN(Targets t, targets_of(*teacher, w, o.teacher_top_k));
+      cached_eval.push_back(std::move(t));
+    }
+    for (int64_t step = 1; step <= o.steps; ++step) {
+      MTP_ASSIGN_OR_RETURN(const torch::Tensor tokens, train_windows());
+      MTP_ASSIGN_OR_RETURN(Targets t, targets_of(*teacher, tokens, o.teacher_top_k));
+      cached_train.push_back(std::move(t));
+    }
+    teacher.reset();
+  }
+  auto eval_targets = [&](int64_t i) -> Expected<Targets> {
+    if (!teacher) return cached_eval[static_cast<size_t>(i)];
+    return targets_of(*teacher, eval_windows[static_cast<size_t>(i)], 0);
+  };
+  auto step_targets = [&](int64_t step) -> Expected<Targets> {
+    if (!teacher) return cached_train[static_cast<size_t>(step - 1)];
+    MTP_ASSIGN_OR_RETURN(const torch::Tensor tokens, train_windows());
+    return targets_of(*teacher, tokens, 0);
+  };
+
+  // Where each tensor of the training model comes from: the block's LM head is the trunk's (token_embd where
+  // the file ties them), frozen; the block is the donor's, the trunk's own, or new weights (none read).
+  std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>> sources;
+  const TensorInfo* lm_head = trunk_file.find_tensor("output.weight");
+  if (lm_head == nullptr) lm_head = trunk_file.find_tensor("token_embd.weight");
+  MTP_CHECK(lm_head != nullptr, "Model::load checked token_embd");
+  sources["output.weight"] = {&trunk_file, lm_head};
+  const GgufFile* from = donor ? &*donor : trunk_has_block ? &trunk_file : nullptr;
+  summary.head_source = donor ? "donor" : trunk_has_block ? "trunk" : "new";
+  std::string head_type = "f32";
+  if (from != nullptr) {
+    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(*from));
+    const std::string prefix = "blk." + std::to_string(block.index) + ".";
+    for (const TensorInfo* t : block.tensors)
+      sources["blk." + std::to_string(config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
+    head_type = block_type(block);
+  }
+  if (!o.head_type.empty()) head_type = o.head_type;
+  QwenTorch model(config, o.seed, ModelParts::kMtpBlock);
+  std::vector<std::string> names;
+  for (const auto& [name, source] : sources) names.push_back(name);
+  MTP_RETURN_IF_ERROR(model.load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
+    const auto [file, info] = sources.at(name);
+    MTP_ASSIGN_OR_RETURN(NamedValues v, read_tensor(*file, *info, name));
+    return std::move(v.values);
+  }));
+  model.freeze_trunk();  // the LM head
+  if (o.freeze_experts) model.freeze_block_experts();
+
+  const int64_t n_eval_batches = static_cast<int64_t>(eval_windows.size());
+  MTP_ASSIGN_OR_RETURN(summary.before, evaluate(model, n_eval_batches, eval_targets));
+  std::vector<torch::Tensor> trained = model.mtp_parameters();
+  std::erase_if(trained, [](const torch::Tensor& t) { return !t.requires_grad(); });
+  torch::optim::AdamW optimizer(
+      trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    MTP_ASSIGN_OR_RETURN(const Targets t, step_targets(step));
+    const torch::Tensor loss = kl_rows(t, student(model, t)).mean();
     optimizer.zero_grad();
     loss.backward();
     torch::nn::utils::clip_grad_norm_(trained, kClipNorm);
@@ -227,12 +287,12 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
     if (on_step) on_step(step, summary.losses.back());
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MTP_ASSIGN_OR_RETURN(summary.after, evaluate(model, teacher, eval_stream, o.seq_len, o.batch));
+  MTP_ASSIGN_OR_RETURN(summary.after, evaluate(model, n_eval_batches, eval_targets));
 
   // The block onto the trunk as graft writes it: the trained block as an F32 head-only file beside the
   // output, grafted onto the trunk file (every other tensor of the trunk byte-identical), then removed.
   const std::string staged = o.output + ".distill-f32.tmp";
-  Status written = export_gguf(model, trunk.vocab(), "distill-head", staged);
+  Status written = export_gguf(model, vocab, "distill-head", staged);
   if (written.ok()) {
     surgery::GraftOptions g;
     g.replace = trunk_has_block;

@@ -63,6 +63,11 @@ void add_distill_options(CLI::App& cmd, mtp::train::DistillOptions& d) {
       ->capture_default_str();
   cmd.add_flag("--freeze-experts", d.freeze_experts,
                "keep the block's routed experts as they start (less memory: at 35B-A3B widths about 10 GB)");
+  cmd.add_option(
+         "--teacher-top-k", d.teacher_top_k,
+         "run the trunk first over every window, keep its K likeliest tokens, free it, then train "
+         "(a trunk that fills the memory alone; 0: the whole distribution, the trunk beside the block)")
+      ->capture_default_str();
   cmd.add_option("--seed", d.seed, "window sampling (and a new block's weights)")->capture_default_str();
   cmd.add_option("-t,--threads", d.threads, "libtorch and engine threads")->capture_default_str();
 }

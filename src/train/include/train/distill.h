@@ -35,6 +35,12 @@ struct DistillOptions {
   // The block's routed experts stay as they started (the donor's or the trunk's): at 35B-A3B widths they are
   // 0.8 B of the block's 0.85 B parameters, and their gradients and AdamW state about 10 GB.
   bool freeze_experts = false;
+  // > 0: the trunk runs first over every window of the run and keeps, per row, the block's inputs and its own
+  // K most likely next tokens (about 1 MB a window at 35B-A3B widths), then the engine is freed before the
+  // block is built, so a trunk that fills the memory on its own and the block fit one after the other. The
+  // KL is then over those K tokens, renormalised; the sampled acceptance a lower bound. 0: the whole
+  // distribution, the trunk running beside the block.
+  int64_t teacher_top_k = 0;
   uint64_t seed = 1;
   int threads = 1;
 };
