@@ -22,6 +22,7 @@
 #include "surgery/graft.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
+#include "train/distill_loss.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
 #include "train/trunk_teacher.h"
@@ -98,11 +99,9 @@ torch::Tensor student(const QwenTorch& block, const Targets& t) {
   return block.mtp_logits(t.hidden, t.embedded).log_softmax(-1);
 }
 
-// KL(trunk || block) per row [B, T-1]: over the vocabulary, or over the trunk's top K renormalised.
+// KL(trunk || block) per row [B, T-1].
 torch::Tensor kl_rows(const Targets& t, const torch::Tensor& logq) {
-  if (t.logp.defined()) return (t.logp.exp() * (t.logp - logq)).sum(-1);
-  const torch::Tensor logp = t.top_logp.log_softmax(-1);
-  return (logp.exp() * (logp - logq.gather(-1, t.top_ids))).sum(-1);
+  return t.logp.defined() ? kl_full(t.logp, logq) : kl_top_k(t.top_logp, t.top_ids, logq);
 }
 
 // The held-out figures over batches of targets (`get(i)` gives batch i of n).
@@ -135,6 +134,20 @@ Expected<HeadFit> evaluate(const QwenTorch& block, int64_t n,
 }
 
 }  // namespace
+
+torch::Tensor kl_full(const torch::Tensor& logp, const torch::Tensor& logq) {
+  return (logp.exp() * (logp - logq)).sum(-1);
+}
+
+torch::Tensor kl_top_k(const torch::Tensor& top_logp, const torch::Tensor& top_ids,
+                       const torch::Tensor& logq) {
+  const torch::Tensor logq_top = logq.gather(-1, top_ids);
+  const torch::Tensor p_top = top_logp.exp();
+  const torch::Tensor p_rest = (1 - p_top.sum(-1)).clamp_min(0);
+  const torch::Tensor q_rest = (1 - logq_top.exp().sum(-1)).clamp_min(1e-30);
+  return (p_top * (top_logp - logq_top)).sum(-1) + torch::xlogy(p_rest, p_rest) -
+         torch::xlogy(p_rest, q_rest);
+}
 
 Status validate(const DistillOptions& o) {
   if (o.trunk.empty()) return invalid_argument("--trunk: the model whose head is trained is needed");

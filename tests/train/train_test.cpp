@@ -15,6 +15,7 @@
 #include "tokenizer/bpe_trainer.h"
 #include "train/corpus.h"
 #include "train/distill.h"
+#include "train/distill_loss.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
 #include "train/trainer.h"
@@ -283,6 +284,30 @@ TEST(Train, InitContinuesFromAFileAndAFrozenHeadStaysAsItWas) {
   EXPECT_NE(missing.status().message().find("absent.gguf"), std::string::npos);
 }
 
+// The top-K divergence is the KL of the two distributions with every token outside p's top K merged into one
+// outcome: computed here by merging them, for K = 1, 5 and the whole vocabulary (then the full KL).
+TEST(DistillHead, TopKDivergenceIsTheKlWithTheOtherTokensMerged) {
+  torch::manual_seed(3);
+  const int64_t V = 50;
+  const torch::Tensor logp = (2 * torch::randn({4, V})).log_softmax(-1);
+  const torch::Tensor logq = (2 * torch::randn({4, V})).log_softmax(-1);
+  for (int64_t K : {int64_t{1}, int64_t{5}, V}) {
+    auto [top_logp, top_ids] = logp.topk(K, -1);
+    const torch::Tensor p = logp.exp(), q = logq.exp();
+    const torch::Tensor pk = p.gather(-1, top_ids), qk = q.gather(-1, top_ids);
+    // [..., K + 1]: the K tokens, then the rest.
+    const torch::Tensor pm = torch::cat({pk, (1 - pk.sum(-1, true)).clamp_min(0)}, -1);
+    const torch::Tensor qm = torch::cat({qk, (1 - qk.sum(-1, true)).clamp_min(1e-30)}, -1);
+    const torch::Tensor merged = (torch::xlogy(pm, pm) - torch::xlogy(pm, qm)).sum(-1);
+    const torch::Tensor got = kl_top_k(top_logp, top_ids, logq);
+    EXPECT_LT((got - merged).abs().max().item<double>(), 1e-5) << K;
+    EXPECT_TRUE((got <= kl_full(logp, logq) + 1e-5).all().item<bool>()) << K;
+    EXPECT_TRUE((got >= -1e-6).all().item<bool>()) << K;
+  }
+  auto [all_logp, all_ids] = logp.topk(V, -1);
+  EXPECT_LT((kl_top_k(all_logp, all_ids, logq) - kl_full(logp, logq)).abs().max().item<double>(), 1e-5);
+}
+
 // distill-head's two halves against the whole model in libtorch: the engine's trunk pass (TrunkTeacher) gives
 // the hidden states and logits libtorch computes for the same F32 file, and a model of the MTP block alone,
 // fed them and the token embeddings, gives the whole model's MTP logits.
@@ -409,8 +434,11 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
   auto few = distill_head(first, nullptr);
   ASSERT_TRUE(few.ok());
   EXPECT_LT(few->after.kl, 0.8 * few->before.kl);
-  // Before training, the same block as the full run's: the same argmax agreement, a lower sampled bound.
+  // Before training, the same block as the full run's: the same argmax agreement, lower bounds of the KL
+  // (the other tokens merged) and of the sampled acceptance.
   EXPECT_NEAR(few->before.greedy_accept, a->before.greedy_accept, 1e-9);
+  EXPECT_LT(few->before.kl, a->before.kl);
+  EXPECT_GT(few->before.kl, 0.0);
   EXPECT_LT(few->before.sampled_accept, a->before.sampled_accept);
   first.teacher_top_k = tiny_config().n_vocab + 1;
   EXPECT_FALSE(distill_head(first, nullptr).ok());

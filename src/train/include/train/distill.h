@@ -38,8 +38,8 @@ struct DistillOptions {
   // > 0: the trunk runs first over every window of the run and keeps, per row, the block's inputs and its own
   // K most likely next tokens (about 1 MB a window at 35B-A3B widths), then the engine is freed before the
   // block is built, so a trunk that fills the memory on its own and the block fit one after the other. The
-  // KL is then over those K tokens, renormalised; the sampled acceptance a lower bound. 0: the whole
-  // distribution, the trunk running beside the block.
+  // KL is then over those K tokens and "any other" (a lower bound of the whole KL), the sampled acceptance
+  // over the K (a lower bound too). 0: the whole distribution, the trunk running beside the block.
   int64_t teacher_top_k = 0;
   uint64_t seed = 1;
   int threads = 1;
