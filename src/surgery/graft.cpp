@@ -286,6 +286,12 @@ Expected<GraftResult> graft(const std::string& trunk_path, const std::string& he
   return result;
 }
 
+void mark_head_only(Metadata& md, int64_t source_block, int64_t n_vocab) {
+  md.set(kHeadFormatKey, Value::scalar<uint32_t>(1));
+  md.set("mtp.head.source_block", Value::scalar(static_cast<uint32_t>(source_block)));
+  md.set("mtp.head.n_vocab", Value::scalar(static_cast<uint64_t>(n_vocab)));
+}
+
 Expected<GraftResult> extract_head(const std::string& input, const std::string& output, bool with_embeddings,
                                    ThreadPool& pool) {
   MTP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(input));
@@ -303,9 +309,7 @@ Expected<GraftResult> extract_head(const std::string& input, const std::string& 
   }
   copy_keys_with_prefix(f.metadata(), f.architecture() + ".", md);
   copy_keys_with_prefix(f.metadata(), "tokenizer.", md);
-  md.set(kHeadFormatKey, Value::scalar<uint32_t>(1));
-  md.set("mtp.head.source_block", Value::scalar(static_cast<uint32_t>(hv.block)));
-  md.set("mtp.head.n_vocab", Value::scalar(static_cast<uint64_t>(hv.n_vocab)));
+  mark_head_only(md, hv.block, hv.n_vocab);
   if (auto fp = tokenizer_fingerprint(f.metadata()); fp.ok())
     md.set("mtp.head.tokenizer_fingerprint", Value::string(*fp));
 

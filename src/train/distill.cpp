@@ -42,12 +42,9 @@ std::string block_type(const surgery::MtpBlock& block) {
   return "f32";
 }
 
-// A tensor of `file`, dequantized, under `name`.
+// A tensor of `file`, dequantized, under `name`; finite (a donor's block is not checked by Model::load).
 Expected<NamedValues> read_tensor(const GgufFile& file, const TensorInfo& t, std::string name) {
-  NamedValues v{std::move(name), std::vector<float>(static_cast<size_t>(t.n_elements()))};
-  MTP_RETURN_IF_ERROR(
-      dequantize_tensor(nullptr, t.type, file.tensor_data(t).data(), v.values.data(), t.n_rows(), t.ne[0])
-          .with_context(file.path() + ": " + t.name));
+  MTP_ASSIGN_OR_RETURN(NamedValues v, read_stored_tensor(file, t, std::move(name)));
   for (float x : v.values)
     if (!std::isfinite(x)) return corrupt(file.path(), ": ", t.name, " holds a NaN or infinity");
   return v;

@@ -64,17 +64,21 @@ Status write_f32_gguf(const Qwen35MoeConfig& config, const Vocab& vocab,
   md.set("general.file_type", Value::scalar<uint32_t>(0));  // all F32
   write_qwen35moe_config(config, md);
   write_vocab_to_gguf(vocab, md);
-  if (block_only) {  // what `mtp extract-head` marks a head-only file with
-    md.set(surgery::kHeadFormatKey, Value::scalar<uint32_t>(1));
-    md.set("mtp.head.source_block", Value::scalar(static_cast<uint32_t>(config.n_layer)));
-    md.set("mtp.head.n_vocab", Value::scalar(static_cast<uint64_t>(config.n_vocab)));
-  }
+  if (block_only) surgery::mark_head_only(md, config.n_layer, config.n_vocab);
   MTP_ASSIGN_OR_RETURN(GgufWriter writer, GgufWriter::create(path, md, specs));
   for (const NamedValues* t : order) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(t->values.data());
     MTP_RETURN_IF_ERROR(writer.write_tensor({bytes, t->values.size() * sizeof(float)}));
   }
   return writer.finish();
+}
+
+Expected<NamedValues> read_stored_tensor(const GgufFile& file, const TensorInfo& t, std::string name) {
+  NamedValues v{std::move(name), std::vector<float>(static_cast<size_t>(t.n_elements()))};
+  MTP_RETURN_IF_ERROR(
+      dequantize_tensor(nullptr, t.type, file.tensor_data(t).data(), v.values.data(), t.n_rows(), t.ne[0])
+          .with_context(file.path() + ": " + t.name));
+  return v;
 }
 
 Expected<StoredModel> read_stored_model(const std::string& path) {
@@ -88,10 +92,7 @@ Expected<StoredModel> read_stored_model(const std::string& path) {
   for (const TensorDesc& d : qwen35moe_tensors(model.config(), model.has_mtp())) {
     const TensorInfo* info = file.find_tensor(d.name);
     if (info == nullptr) continue;  // an optional tensor the file does not have (load checked the rest)
-    NamedValues t{d.name, std::vector<float>(static_cast<size_t>(info->n_elements()))};
-    MTP_RETURN_IF_ERROR(dequantize_tensor(nullptr, info->type, file.tensor_data(*info).data(),
-                                          t.values.data(), info->n_rows(), info->ne[0])
-                            .with_context(path + ": " + d.name));
+    MTP_ASSIGN_OR_RETURN(NamedValues t, read_stored_tensor(file, *info, d.name));
     out.tensors.push_back(std::move(t));
   }
   return out;

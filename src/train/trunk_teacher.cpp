@@ -33,12 +33,13 @@ Expected<TrunkTeacher::Signals> TrunkTeacher::run(const torch::Tensor& tokens) {
   const int64_t n_embd = model_->config().n_embd, n_vocab = model_->config().n_vocab;
   Signals s{torch::empty({B, T, n_embd}, torch::kFloat32), torch::empty({B, T, n_vocab}, torch::kFloat32)};
   const torch::Tensor ids = tokens.contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
   Batch batch;
   Outputs out;
   for (int64_t b = 0; b < B; ++b) {
     memory_->seq_reset(seq_);
     batch.clear();
-    for (int64_t t = 0; t < T; ++t) batch.add(seq_, t, static_cast<int32_t>(ids[b][t].item<int64_t>()), true);
+    for (int64_t t = 0; t < T; ++t) batch.add(seq_, t, static_cast<int32_t>(id[b * T + t]), true);
     MTP_RETURN_IF_ERROR(forward(*model_, batch, *memory_, out, *pool_));
     std::memcpy(s.hidden[b].data_ptr<float>(), out.hidden.data(), sizeof(float) * T * n_embd);
     float* logits = s.logits[b].data_ptr<float>();
@@ -67,20 +68,20 @@ Expected<torch::Tensor> TrunkTeacher::continue_windows(const torch::Tensor& wind
   MTP_CHECK(keep >= 1 && keep <= windows.size(1));
   const int64_t B = windows.size(0), T = windows.size(1), n_vocab = model_->config().n_vocab;
   torch::Tensor out = windows.clone().contiguous();
+  int64_t* id = out.data_ptr<int64_t>();
   Batch batch;
   Outputs o;
   for (int64_t b = 0; b < B; ++b) {
     memory_->seq_reset(seq_);
     batch.clear();
-    for (int64_t t = 0; t < keep; ++t)
-      batch.add(seq_, t, static_cast<int32_t>(out[b][t].item<int64_t>()), t == keep - 1);
+    for (int64_t t = 0; t < keep; ++t) batch.add(seq_, t, static_cast<int32_t>(id[b * T + t]), t == keep - 1);
     for (int64_t t = keep; t < T; ++t) {
       MTP_RETURN_IF_ERROR(forward(*model_, batch, *memory_, o, *pool_));
       const std::span<const float> row = o.logits_of(batch.size() - 1);
       const torch::Tensor probs =
           torch::from_blob(const_cast<float*>(row.data()), {n_vocab}, torch::kFloat32).softmax(-1);
       const int64_t next = torch::multinomial(probs, 1, false, gen).item<int64_t>();
-      out[b][t] = next;
+      id[b * T + t] = next;
       batch.clear();
       batch.add(seq_, t, static_cast<int32_t>(next), true);
     }

@@ -27,6 +27,11 @@ namespace mtp::surgery {
 
 inline constexpr const char* kHeadFormatKey = "mtp.head.format_version";
 
+// The keys that mark a head-only file (what `extract-head` writes and graft reads as one): the format, the
+// block index the head came from and the vocabulary width (a head-only file has no token_embd to read it
+// from).
+void mark_head_only(Metadata& md, int64_t source_block, int64_t n_vocab);
+
 struct GraftOptions {
   std::optional<GgmlType> head_type;  // convert the head's weight matrices to this type
   bool force = false;                 // override the checks that are safe to override (tokenizer, RoPE)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "gguf/gguf_file.h"
 #include "model/qwen35moe_config.h"
 #include "tokenizer/vocab.h"
 
@@ -37,6 +38,9 @@ struct StoredModel {
   Vocab vocab;
   std::vector<NamedValues> tensors;  // every tensor the file has, in qwen35moe_tensors() order
 };
+
+// One tensor of a model file dequantized to F32, under `name` (its own, or the training model's for it).
+Expected<NamedValues> read_stored_tensor(const GgufFile& file, const TensorInfo& tensor, std::string name);
 
 // Loads `path` as the engine does (every check of Model::load: architecture, shapes, types, no NaN), then
 // dequantizes each tensor to F32. Refused: a file with `attention.scale` or `expert_weights_scale` set (the
