@@ -23,6 +23,7 @@
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 #include "train/distill_loss.h"
+#include "train/engine_acceptance.h"
 #include "train/gguf_export.h"
 #include "train/qwen_torch.h"
 #include "train/trunk_teacher.h"
@@ -162,16 +163,115 @@ Status validate(const DistillOptions& o) {
     return invalid_argument("--generated must be in [0, 1]");
   if (o.threads < 1) return invalid_argument("--threads must be at least 1");
   if (o.teacher_top_k < 0) return invalid_argument("--teacher-top-k must be 0 (off) or more");
-  return Status::Ok();
+  if (o.accept_prompts < 1) return invalid_argument("--accept-prompts must be at least 1");
+  return validate(o.accept);
 }
+
+namespace {
+
+// The held-out windows' first `n` windows as prompts for the engine's acceptance figures.
+std::vector<std::vector<int32_t>> prompts_of(const std::vector<torch::Tensor>& batches, int64_t n) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const torch::Tensor& b : batches)
+    for (int64_t w = 0; w < b.size(0) && static_cast<int64_t>(prompts.size()) < n; ++w) {
+      const torch::Tensor ids = b[w].contiguous();
+      const int64_t* id = ids.data_ptr<int64_t>();
+      prompts.emplace_back(id, id + ids.size(0));
+    }
+  return prompts;
+}
+
+// Where each tensor of the block model comes from: the block's LM head is the trunk's (token_embd where the
+// file ties them), frozen; the block is the donor's, the trunk's own, or new weights (none read). Sets the
+// summary's head_source; returns the written block's weight type.
+Expected<std::string> block_sources(
+    const DistillOptions& o, const Qwen35MoeConfig& config, const GgufFile& trunk_file, const GgufFile* donor,
+    bool trunk_has_block, std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>>& sources,
+    DistillSummary& summary) {
+  const TensorInfo* lm_head = trunk_file.find_tensor("output.weight");
+  if (lm_head == nullptr) lm_head = trunk_file.find_tensor("token_embd.weight");
+  MTP_CHECK(lm_head != nullptr, "Model::load checked token_embd");
+  sources["output.weight"] = {&trunk_file, lm_head};
+  const GgufFile* from = donor != nullptr ? donor : trunk_has_block ? &trunk_file : nullptr;
+  summary.head_source = donor != nullptr ? "donor" : trunk_has_block ? "trunk" : "new";
+  std::string head_type = "f32";
+  if (from != nullptr) {
+    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(*from));
+    const std::string prefix = "blk." + std::to_string(block.index) + ".";
+    for (const TensorInfo* t : block.tensors)
+      sources["blk." + std::to_string(config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
+    head_type = block_type(block);
+  }
+  return o.head_type.empty() ? head_type : o.head_type;
+}
+
+// The training proper: the block model built from its sources, evaluated, trained and evaluated again, then
+// written onto the trunk as graft writes it (the trained block as an F32 head-only file beside the output,
+// grafted onto the trunk file, every other tensor byte-identical, then removed). Everything libtorch holds
+// is freed on return.
+Status train_block(const DistillOptions& o, const Qwen35MoeConfig& config, const Vocab& vocab,
+                   const GgufFile& trunk_file, const GgufFile* donor, bool trunk_has_block,
+                   int64_t n_eval_batches, const std::function<Expected<Targets>(int64_t)>& eval_targets,
+                   const std::function<Expected<Targets>(int64_t)>& step_targets,
+                   const std::function<void(int64_t, double)>& on_step, DistillSummary& summary) {
+  std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>> sources;
+  MTP_ASSIGN_OR_RETURN(const std::string head_type,
+                       block_sources(o, config, trunk_file, donor, trunk_has_block, sources, summary));
+  QwenTorch model(config, o.seed, ModelParts::kMtpBlock);
+  std::vector<std::string> names;
+  for (const auto& [name, source] : sources) names.push_back(name);
+  MTP_RETURN_IF_ERROR(model.load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
+    const auto [file, info] = sources.at(name);
+    MTP_ASSIGN_OR_RETURN(NamedValues v, read_tensor(*file, *info, name));
+    return std::move(v.values);
+  }));
+  model.freeze_trunk();  // the LM head
+  if (o.freeze_experts) model.freeze_block_experts();
+
+  MTP_ASSIGN_OR_RETURN(summary.before, evaluate(model, n_eval_batches, eval_targets));
+  std::vector<torch::Tensor> trained = model.mtp_parameters();
+  std::erase_if(trained, [](const torch::Tensor& t) { return !t.requires_grad(); });
+  torch::optim::AdamW optimizer(
+      trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    MTP_ASSIGN_OR_RETURN(const Targets t, step_targets(step));
+    const torch::Tensor loss = kl_rows(t, student(model, t)).mean();
+    optimizer.zero_grad();
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(trained, kClipNorm);
+    optimizer.step();
+    summary.losses.push_back(loss.item<double>());
+    if (on_step) on_step(step, summary.losses.back());
+  }
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MTP_ASSIGN_OR_RETURN(summary.after, evaluate(model, n_eval_batches, eval_targets));
+
+  const std::string staged = o.output + ".distill-f32.tmp";
+  Status written = export_gguf(model, vocab, "distill-head", staged);
+  if (written.ok()) {
+    surgery::GraftOptions g;
+    g.replace = trunk_has_block;
+    g.head_type = type_from_name(head_type);
+    ThreadPool pool(1);
+    Expected<surgery::GraftResult> r = surgery::graft(o.trunk, staged, o.output, g, pool);
+    if (!r.ok()) written = r.status();
+  }
+  std::error_code ignored;
+  std::filesystem::remove(staged, ignored);
+  return written;
+}
+
+}  // namespace
 
 Expected<DistillSummary> distill_head(const DistillOptions& o,
                                       const std::function<void(int64_t, double)>& on_step) {
   MTP_RETURN_IF_ERROR(validate(o));
   at::set_num_threads(o.threads);
-  // The trunk runs in the engine; libtorch holds the block and the LM head it reads.
+  // The trunk runs in the engine (with the donor's block when there is one, for the engine's "before"
+  // figures); libtorch holds the block and the LM head it reads.
   std::optional<TrunkTeacher> teacher;
-  MTP_ASSIGN_OR_RETURN(teacher, TrunkTeacher::open(o.trunk, o.threads, o.seq_len));
+  MTP_ASSIGN_OR_RETURN(teacher, TrunkTeacher::open(o.trunk, o.head, o.threads, o.seq_len));
   // What is needed of the trunk's model once the engine may be gone (--teacher-top-k).
   const Model& trunk = teacher->model();
   if (trunk.params().attention_scale != 0 || trunk.params().expert_weights_scale != 0)
@@ -187,7 +287,7 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
   const Vocab vocab = trunk.vocab();
   MTP_ASSIGN_OR_RETURN(GgufFile trunk_file, GgufFile::open(o.trunk));  // outlives the engine
   DistillSummary summary;
-  // A donor is checked before the long passes, as graft checks it (its block replaces the trunk's).
+  // A donor is checked as graft checks it (its block replaces the trunk's).
   std::optional<GgufFile> donor;
   if (!o.head.empty()) {
     MTP_ASSIGN_OR_RETURN(donor, GgufFile::open(o.head));
@@ -211,6 +311,14 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
                             " with --eval-fraction ", o.eval_fraction);
   const std::vector<torch::Tensor> eval_windows =
       spread_windows(eval_stream, o.seq_len, o.batch, kEvalWindows);
+  const std::vector<std::vector<int32_t>> prompts = prompts_of(eval_windows, o.accept_prompts);
+  summary.engine_prompts = static_cast<int64_t>(prompts.size());
+  AcceptanceOptions accept = o.accept;
+  accept.threads = o.threads;
+  if (accept.tokens > 0 && trunk.has_mtp()) {
+    MTP_ASSIGN_OR_RETURN(summary.engine_before, engine_acceptance(trunk, prompts, accept, teacher->pool()));
+  }
+
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed ^ 0x64697374ull);
   // A step's windows: random ones of the training tokens, a share of them continued by the trunk.
   auto train_windows = [&]() -> Expected<torch::Tensor> {
@@ -249,71 +357,14 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
     MTP_ASSIGN_OR_RETURN(const torch::Tensor tokens, train_windows());
     return targets_of(*teacher, tokens, 0);
   };
-
-  // Where each tensor of the training model comes from: the block's LM head is the trunk's (token_embd where
-  // the file ties them), frozen; the block is the donor's, the trunk's own, or new weights (none read).
-  std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>> sources;
-  const TensorInfo* lm_head = trunk_file.find_tensor("output.weight");
-  if (lm_head == nullptr) lm_head = trunk_file.find_tensor("token_embd.weight");
-  MTP_CHECK(lm_head != nullptr, "Model::load checked token_embd");
-  sources["output.weight"] = {&trunk_file, lm_head};
-  const GgufFile* from = donor ? &*donor : trunk_has_block ? &trunk_file : nullptr;
-  summary.head_source = donor ? "donor" : trunk_has_block ? "trunk" : "new";
-  std::string head_type = "f32";
-  if (from != nullptr) {
-    MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(*from));
-    const std::string prefix = "blk." + std::to_string(block.index) + ".";
-    for (const TensorInfo* t : block.tensors)
-      sources["blk." + std::to_string(config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
-    head_type = block_type(block);
+  MTP_RETURN_IF_ERROR(train_block(o, config, vocab, trunk_file, donor ? &*donor : nullptr, trunk_has_block,
+                                  static_cast<int64_t>(eval_windows.size()), eval_targets, step_targets,
+                                  on_step, summary));
+  // The written file in the engine, alone in memory.
+  teacher.reset();
+  if (accept.tokens > 0) {
+    MTP_ASSIGN_OR_RETURN(summary.engine_after, engine_acceptance(o.output, prompts, accept));
   }
-  if (!o.head_type.empty()) head_type = o.head_type;
-  QwenTorch model(config, o.seed, ModelParts::kMtpBlock);
-  std::vector<std::string> names;
-  for (const auto& [name, source] : sources) names.push_back(name);
-  MTP_RETURN_IF_ERROR(model.load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
-    const auto [file, info] = sources.at(name);
-    MTP_ASSIGN_OR_RETURN(NamedValues v, read_tensor(*file, *info, name));
-    return std::move(v.values);
-  }));
-  model.freeze_trunk();  // the LM head
-  if (o.freeze_experts) model.freeze_block_experts();
-
-  const int64_t n_eval_batches = static_cast<int64_t>(eval_windows.size());
-  MTP_ASSIGN_OR_RETURN(summary.before, evaluate(model, n_eval_batches, eval_targets));
-  std::vector<torch::Tensor> trained = model.mtp_parameters();
-  std::erase_if(trained, [](const torch::Tensor& t) { return !t.requires_grad(); });
-  torch::optim::AdamW optimizer(
-      trained, torch::optim::AdamWOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= o.steps; ++step) {
-    MTP_ASSIGN_OR_RETURN(const Targets t, step_targets(step));
-    const torch::Tensor loss = kl_rows(t, student(model, t)).mean();
-    optimizer.zero_grad();
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(trained, kClipNorm);
-    optimizer.step();
-    summary.losses.push_back(loss.item<double>());
-    if (on_step) on_step(step, summary.losses.back());
-  }
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MTP_ASSIGN_OR_RETURN(summary.after, evaluate(model, n_eval_batches, eval_targets));
-
-  // The block onto the trunk as graft writes it: the trained block as an F32 head-only file beside the
-  // output, grafted onto the trunk file (every other tensor of the trunk byte-identical), then removed.
-  const std::string staged = o.output + ".distill-f32.tmp";
-  Status written = export_gguf(model, vocab, "distill-head", staged);
-  if (written.ok()) {
-    surgery::GraftOptions g;
-    g.replace = trunk_has_block;
-    g.head_type = type_from_name(head_type);
-    ThreadPool pool(1);
-    Expected<surgery::GraftResult> r = surgery::graft(o.trunk, staged, o.output, g, pool);
-    if (!r.ok()) written = r.status();
-  }
-  std::error_code ignored;
-  std::filesystem::remove(staged, ignored);
-  MTP_RETURN_IF_ERROR(written);
   return summary;
 }
 

@@ -68,6 +68,17 @@ void add_distill_options(CLI::App& cmd, mtp::train::DistillOptions& d) {
          "run the trunk first over every window, keep its K likeliest tokens, free it, then train "
          "(a trunk that fills the memory alone; 0: the whole distribution, the trunk beside the block)")
       ->capture_default_str();
+  cmd.add_option("--accept-tokens", d.accept.tokens,
+                 "engine acceptance by draft position before and after: tokens decoded after each held-out "
+                 "window (0: skip)")
+      ->capture_default_str();
+  cmd.add_option("--accept-prompts", d.accept_prompts, "held-out windows decoded for those figures")
+      ->capture_default_str();
+  cmd.add_option("--accept-draft-max", d.accept.draft_max, "tokens drafted a round for those figures")
+      ->capture_default_str();
+  cmd.add_option("--accept-temp", d.accept.temperature,
+                 "temperature for those figures (0: greedy; above: drafts sampled, rejection sampling)")
+      ->capture_default_str();
   cmd.add_option("--seed", d.seed, "window sampling (and a new block's weights)")->capture_default_str();
   cmd.add_option("-t,--threads", d.threads, "libtorch and engine threads")->capture_default_str();
 }
@@ -76,6 +87,15 @@ void print_fit(const char* when, const mtp::train::HeadFit& f) {
   std::printf(
       "%s: %lld held-out rows, KL %.4f nats, draft position 1 acceptance: greedy %.3f, sampled (T=1) %.3f\n",
       when, static_cast<long long>(f.rows), f.kl, f.greedy_accept, f.sampled_accept);
+}
+
+void print_engine(const char* when, const std::optional<mtp::speculative::SpecStats>& s) {
+  if (!s) return;
+  std::printf("%s: acceptance by draft position (", when);
+  const std::vector<double> rates = s->acc_rate_per_pos();
+  for (size_t i = 0; i < rates.size(); ++i) std::printf("%s%.3f", i ? ", " : "", rates[i]);
+  std::printf("), mean accepted length %.3f over %lld rounds\n", s->mean_acc_len(),
+              static_cast<long long>(s->rounds));
 }
 
 int run_distill(const mtp::train::DistillOptions& d) {
@@ -96,6 +116,17 @@ int run_distill(const mtp::train::DistillOptions& d) {
               static_cast<long long>(summary->train_tokens), static_cast<long long>(summary->eval_tokens));
   print_fit("before", summary->before);
   print_fit("after", summary->after);
+  if (summary->engine_after) {
+    std::printf("in the engine: %lld held-out windows, %lld tokens decoded after each, %d drafted a round, ",
+                static_cast<long long>(summary->engine_prompts), static_cast<long long>(d.accept.tokens),
+                d.accept.draft_max);
+    if (d.accept.temperature > 0)
+      std::printf("T=%g (drafts sampled from the head, rejection sampling)\n", d.accept.temperature);
+    else
+      std::printf("greedy\n");
+  }
+  print_engine("before", summary->engine_before);
+  print_engine("after", summary->engine_after);
   std::printf("%zu steps in %.2f s; wrote %s\n", summary->losses.size(), summary->seconds, d.output.c_str());
   return 0;
 }

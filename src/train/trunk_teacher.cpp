@@ -11,10 +11,11 @@ namespace mtp::train {
 
 using torch::indexing::Slice;
 
-Expected<TrunkTeacher> TrunkTeacher::open(const std::string& path, int threads, int64_t max_tokens) {
+Expected<TrunkTeacher> TrunkTeacher::open(const std::string& path, const std::string& head_path, int threads,
+                                          int64_t max_tokens) {
   TrunkTeacher t;
   t.pool_ = std::make_unique<ThreadPool>(threads);
-  MTP_ASSIGN_OR_RETURN(Model model, Model::load(path, t.pool_.get()));
+  MTP_ASSIGN_OR_RETURN(Model model, Model::load(path, head_path, t.pool_.get()));
   t.model_ = std::make_unique<Model>(std::move(model));
   MemoryOptions mo;
   mo.n_ctx = max_tokens;  // a window at a time

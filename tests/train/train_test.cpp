@@ -317,7 +317,7 @@ TEST(DistillHead, EngineTrunkAndBlockOnlyModelMatchTheWholeModel) {
   const QwenTorch whole(tiny_config(), 5);
   ASSERT_TRUE(export_gguf(whole, train_bpe(builtin_training_corpus(), 200), "t", path).ok());
   const int64_t T = 40;
-  auto teacher = TrunkTeacher::open(path, 2, T);
+  auto teacher = TrunkTeacher::open(path, "", 2, T);
   ASSERT_TRUE(teacher.ok()) << teacher.status().message();
   torch::manual_seed(6);
   const torch::Tensor tokens = torch::randint(512, {3, T}, torch::TensorOptions().dtype(torch::kInt64));
@@ -371,6 +371,14 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
   EXPECT_GT(summary->before.rows, 0);
   EXPECT_LT(summary->after.kl, 0.8 * summary->before.kl);
   EXPECT_GT(summary->after.sampled_accept, summary->before.sampled_accept);
+  // The engine's acceptance by draft position, before (the trunk's own block) and after (the file written).
+  ASSERT_TRUE(summary->engine_before && summary->engine_after);
+  const std::vector<double> before = summary->engine_before->acc_rate_per_pos(),
+                            after = summary->engine_after->acc_rate_per_pos();
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_GT(summary->engine_before->rounds, 50);
+  EXPECT_GT(after[0], before[0] + 0.05);
 
   auto in = GgufFile::open(trunk), out = GgufFile::open(d.output);
   ASSERT_TRUE(in.ok() && out.ok());
@@ -443,22 +451,31 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
   first.teacher_top_k = tiny_config().n_vocab + 1;
   EXPECT_FALSE(distill_head(first, nullptr).ok());
 
-  // A quarter of each batch is the trunk's own text: the same first batch with it loses another KL.
+  // A quarter of each batch is the trunk's own text: the same first batch with it loses another KL. Without
+  // --accept-tokens, no engine figures.
+  const std::string trained_file = d.output;
   d.steps = 1;
   d.output = dir.file("one.gguf");
+  d.accept.tokens = 0;
   auto with = distill_head(d, nullptr);
   d.generated_fraction = 0;
   auto without = distill_head(d, nullptr);
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_NE(with->losses[0], without->losses[0]);
+  EXPECT_FALSE(with->engine_before || with->engine_after);
 
-  // The trunk file as its own donor; no steps: the figures before and after are the same.
-  d.head = trunk;
+  // The first run's file as the donor; no steps: the figures before and after are the same, and the engine
+  // drafts with the donor's (trained) block before, as that file did after.
+  d.head = trained_file;
   d.steps = 0;
+  d.accept.tokens = 32;
   auto donor = distill_head(d, nullptr);
   ASSERT_TRUE(donor.ok()) << donor.status().message();
   EXPECT_EQ(donor->head_source, "donor");
   EXPECT_EQ(donor->before.kl, donor->after.kl);
+  ASSERT_TRUE(donor->engine_before && donor->engine_after);
+  EXPECT_EQ(donor->engine_before->accepted_at, summary->engine_after->accepted_at);
+  EXPECT_EQ(donor->engine_after->accepted_at, summary->engine_after->accepted_at);
   // A donor with another vocabulary is refused, naming it, and nothing is written.
   const std::string other = dir.file("other.gguf");
   ASSERT_TRUE(

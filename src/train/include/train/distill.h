@@ -8,10 +8,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "speculative/stats.h"
+#include "train/engine_acceptance.h"
 
 namespace mtp::train {
 
@@ -41,6 +44,11 @@ struct DistillOptions {
   // KL is then over those K tokens and "any other" (a lower bound of the whole KL), the sampled acceptance
   // over the K (a lower bound too). 0: the whole distribution, the trunk running beside the block.
   int64_t teacher_top_k = 0;
+  // The engine's acceptance by draft position before and after (the block training started from, then the
+  // file written), decoding `accept.tokens` after each of the first accept_prompts held-out windows;
+  // accept.tokens = 0 skips it. accept.threads is taken from `threads`.
+  AcceptanceOptions accept = {};
+  int64_t accept_prompts = 16;
   uint64_t seed = 1;
   int threads = 1;
 };
@@ -63,6 +71,9 @@ struct DistillSummary {
   int64_t train_tokens = 0, eval_tokens = 0;
   double seconds = 0;       // the optimizer steps
   std::string head_source;  // "donor", "trunk" or "new"
+  // The engine's figures (AcceptanceOptions): before is absent for a new block or with accept.tokens = 0.
+  std::optional<speculative::SpecStats> engine_before, engine_after;
+  int64_t engine_prompts = 0;  // held-out windows they decoded
 };
 
 Expected<DistillSummary> distill_head(const DistillOptions& options,

@@ -16,10 +16,14 @@ namespace mtp::train {
 
 class TrunkTeacher {
  public:
-  // The model file (loaded as `mtp run` loads it), `threads` for its passes, windows of up to `max_tokens`.
-  static Expected<TrunkTeacher> open(const std::string& path, int threads, int64_t max_tokens);
+  // The model file (loaded as `mtp run` loads it, with the MTP block of `head_path` when not empty, as
+  // `--head`: the teacher never runs the block, but a caller may draft with it), `threads` for its passes,
+  // windows of up to `max_tokens`.
+  static Expected<TrunkTeacher> open(const std::string& path, const std::string& head_path, int threads,
+                                     int64_t max_tokens);
 
   const Model& model() const { return *model_; }
+  ThreadPool& pool() { return *pool_; }
 
   // Per window of tokens [B, T] (int64), each read as a sequence of its own from position 0: every row's
   // post-norm hidden [B, T, n_embd] and logits [B, T, n_vocab] (row t predicts token t + 1), float32.
