@@ -51,7 +51,7 @@
 // draft length whose promise is close to the plan's is run once every kRefreshSteps steps, its sample
 // replacing the stale ones; and where the model declines to draft, a probe budget (a small share of the plain
 // steps' time) pays now and then for one step of one-token drafts after the stale prices are forgotten
-// (plan(), at its end, says when).
+// (probe() says when).
 //
 // Whatever the model predicts, a guard compares what drafting steps deliver with what plain steps do at the
 // same batch size, and pauses drafting there where it measurably loses (observe_step()).
@@ -67,6 +67,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 namespace mtp::speculative {
 namespace {
@@ -476,56 +477,42 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   return k;
 }
 
-std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_t prompt_rows) {
-  const size_t n = slots.size();
-  std::vector<int32_t> k(n, 0);
-  exploring_ = 0;
-  measuring_ = probing_ = false;
-  if (opt_.max_drafting_slots >= 0 && static_cast<int64_t>(n) > opt_.max_drafting_slots) return k;
-  if (opt_.kind == PolicyKind::kFixed) {
-    for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
-    return k;
-  }
-  // Auto. Plain decoding at this batch size first, until its own median prices it (a step without prompt
-  // rows, whose time then is the plain line's): a first step pays one-time costs (measured 2-3x), and priced
-  // by it alone plain decoding would look dear next to anything. Where drafting measurably loses, not at all.
-  if (prompt_rows == 0 && !plain_.trusted(static_cast<int64_t>(n))) return k;
-  if (paused(static_cast<int64_t>(n))) return k;
-  // Then, without measurements of drafting yet, draft (the first step measures the shapes).
-  if (!has_trunk_data() || !draft().has_data()) {
-    for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
-    measuring_ = true;
-    return k;
-  }
+// What plan() prices one step's draft lengths with (the goodput form at the top of this file): a length per
+// generating slot, k = 0 for plain decoding.
+struct DraftPolicy::Pricing {
+  const DraftPolicy& policy;
+  std::span<const SlotDemand> slots;
+
+  size_t n() const { return slots.size(); }
   // Expected accepted drafts of slot r drafting `len` tokens.
-  auto accepted = [&](size_t r, int32_t len) {
+  double accepted(size_t r, int32_t len) const {
     double a = 0;
     for (int32_t i = 0; i < len; ++i) a += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
     return a;
-  };
+  }
   // The steps a slot's backlog is spread over when it drafts `len`: kBacklogSteps, or the steps the rest of
   // its request takes at that length where that is fewer (a slot a few tokens from its max_tokens pays its
   // whole backlog for those few: measured at c4 on Zen 3, four slots near the end of 32-token requests ran
   // their 60-row backlogs in one 483 ms step, against 70 ms plain steps).
-  auto backlog_steps = [&](size_t r, int32_t len) {
+  double backlog_steps(size_t r, int32_t len) const {
     if (slots[r].remaining < 0) return kBacklogSteps;
     const double steps = static_cast<double>(slots[r].remaining) / (1 + accepted(r, len));
     return std::clamp(steps, 1.0, kBacklogSteps);
-  };
-  // verify_free: the verify rows priced at nothing (what the draft passes alone leave of drafting's gain);
-  // backlog_once: the backlogs paid in this step, not spread (what one drafting step costs).
-  auto step_time = [&](const std::vector<int32_t>& ks, bool verify_free = false, bool backlog_once = false) {
-    int64_t extra = 0;
+  }
+  // Seconds of a step. verify_free: the verify rows priced at nothing (what the draft passes alone leave of
+  // drafting's gain); backlog_once: the backlogs paid in this step, not spread (what one drafting step
+  // costs).
+  double step_time(const std::vector<int32_t>& ks, bool verify_free = false,
+                   bool backlog_once = false) const {
+    const StepCostModel& draft = policy.draft();
     int32_t kmax = 0;
-    for (int32_t x : ks) {
-      extra += x;
-      kmax = std::max(kmax, x);
-    }
-    double t = predict_trunk(static_cast<int64_t>(n), verify_free ? 0 : extra);
+    for (int32_t x : ks) kmax = std::max(kmax, x);
+    const int64_t extra = verify_rows(ks) - static_cast<int64_t>(n());
+    double t = policy.predict_trunk(static_cast<int64_t>(n()), verify_free ? 0 : extra);
     double backlog = 0;  // catch-up rows beyond the steady state, each over the steps it is spread across
     for (int32_t i = 1; i <= kmax; ++i) {
       double rows = 0;
-      for (size_t r = 0; r < n; ++r) {
+      for (size_t r = 0; r < n(); ++r) {
         if (ks[r] < i) continue;
         // The first pass carries the slot's catch-up rows: in steady state the drafts it accepted last
         // round. A longer backlog (the rows of a stretch without drafting) is paid once, whenever the slot
@@ -537,67 +524,114 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
           backlog += (static_cast<double>(slots[r].catch_up_rows) - steady) /
                      (backlog_once ? 1.0 : backlog_steps(r, ks[r]));
       }
-      t += draft().predict(rows);
+      t += draft.predict(rows);
     }
-    return t + draft().slope() * backlog;
-  };
-  auto expected_tokens = [&](const std::vector<int32_t>& ks) {
+    return t + draft.slope() * backlog;
+  }
+  double expected_tokens(const std::vector<int32_t>& ks) const {
     double t = 0;
-    for (size_t r = 0; r < n; ++r) t += 1 + accepted(r, ks[r]);
+    for (size_t r = 0; r < n(); ++r) t += 1 + accepted(r, ks[r]);
     return t;
-  };
-  auto verify_rows_of = [&](const std::vector<int32_t>& ks) {
-    int64_t rows = static_cast<int64_t>(n);
+  }
+  // The trunk rows of a step: one decode row a slot and its drafts.
+  int64_t verify_rows(const std::vector<int32_t>& ks) const {
+    int64_t rows = static_cast<int64_t>(n());
     for (int32_t x : ks) rows += x;
     return rows;
-  };
-  auto goodput = [&](const std::vector<int32_t>& ks) {
-    return expected_tokens(ks) / std::max(step_time(ks), 1e-9);
-  };
-  const double plain = goodput(k);
-  int32_t max_cap = 0;
-  for (const SlotDemand& d : slots) max_cap = std::max(max_cap, d.n_max);
-  double best = plain;
-  for (int32_t len = 1; len <= max_cap; ++len) {
-    std::vector<int32_t> u(n);
-    for (size_t r = 0; r < n; ++r) u[r] = slots[r].acceptance ? std::min(len, slots[r].n_max) : 0;
-    const double g = goodput(u);
-    if (g > best) {
-      best = g;
-      k = u;
-    }
   }
-  for (;;) {
-    // The slot whose next draft position is the most likely to be accepted.
-    int64_t pick = -1;
-    double gain = 0;
-    for (size_t r = 0; r < n; ++r) {
-      if (k[r] >= slots[r].n_max || slots[r].acceptance == nullptr) continue;
-      const double g = slots[r].acceptance->p_reach(k[r]);
-      if (g > gain) {
-        gain = g;
-        pick = static_cast<int64_t>(r);
+  double goodput(const std::vector<int32_t>& ks) const {
+    return expected_tokens(ks) / std::max(step_time(ks), 1e-9);
+  }
+  int32_t max_cap() const {
+    int32_t cap = 0;
+    for (const SlotDemand& d : slots) cap = std::max(cap, d.n_max);
+    return cap;
+  }
+  // The same length for every slot that has an acceptance estimate (capped by its own n_max), 0 for the rest;
+  // `only`: just the slots it drafts.
+  std::vector<int32_t> uniform(int32_t len, const std::vector<int32_t>* only = nullptr) const {
+    std::vector<int32_t> u(n(), 0);
+    for (size_t r = 0; r < n(); ++r) {
+      const bool drafts = only != nullptr ? (*only)[r] > 0 : slots[r].acceptance != nullptr;
+      u[r] = drafts ? std::min(len, slots[r].n_max) : 0;
+    }
+    return u;
+  }
+
+  // The model's best lengths and their goodput: the best uniform length (a draft pass is shared by all
+  // slots, so one position at a time is too myopic to start from), then one more draft position at a time
+  // for the slot whose next one is the most likely to be accepted, while goodput improves. No margin yet.
+  std::vector<int32_t> best(double& goodput_of_best) const {
+    std::vector<int32_t> k(n(), 0);
+    double best = goodput(k);
+    for (int32_t len = 1; len <= max_cap(); ++len) {
+      const std::vector<int32_t> u = uniform(len);
+      const double g = goodput(u);
+      if (g > best) {
+        best = g;
+        k = u;
       }
     }
-    if (pick < 0) break;
-    ++k[static_cast<size_t>(pick)];
-    const double g = goodput(k);
-    if (g <= best) {
-      --k[static_cast<size_t>(pick)];
-      break;
+    for (;;) {
+      int64_t pick = -1;
+      double gain = 0;
+      for (size_t r = 0; r < n(); ++r) {
+        if (k[r] >= slots[r].n_max || slots[r].acceptance == nullptr) continue;
+        const double g = slots[r].acceptance->p_reach(k[r]);
+        if (g > gain) {
+          gain = g;
+          pick = static_cast<int64_t>(r);
+        }
+      }
+      if (pick < 0) break;
+      ++k[static_cast<size_t>(pick)];
+      const double g = goodput(k);
+      if (g <= best) {
+        --k[static_cast<size_t>(pick)];
+        break;
+      }
+      best = g;
     }
-    best = g;
+    goodput_of_best = best;
+    return k;
   }
+};
+
+std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_t prompt_rows) {
+  const size_t n = slots.size();
+  const int64_t slots_n = static_cast<int64_t>(n);
+  std::vector<int32_t> k(n, 0);
+  exploring_ = 0;
+  measuring_ = probing_ = false;
+  if (opt_.max_drafting_slots >= 0 && slots_n > opt_.max_drafting_slots) return k;
+  if (opt_.kind == PolicyKind::kFixed) {
+    for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
+    return k;
+  }
+  // Auto. Plain decoding at this batch size first, until its own median prices it (a step without prompt
+  // rows, whose time then is the plain line's): a first step pays one-time costs (measured 2-3x), and priced
+  // by it alone plain decoding would look dear next to anything. Where drafting measurably loses, not at all.
+  if (prompt_rows == 0 && !plain_.trusted(slots_n)) return k;
+  if (paused(slots_n)) return k;
+  // Then, without measurements of drafting yet, draft (the first step measures the shapes).
+  if (!has_trunk_data() || !draft().has_data()) {
+    for (size_t r = 0; r < n; ++r) k[r] = slots[r].n_max;
+    measuring_ = true;
+    return k;
+  }
+  const Pricing price{*this, slots};
+  const double plain = price.goodput(k);
+  double best = plain;
+  k = price.best(best);
+  const bool fresh_plain = prompt_rows == 0 && plain_age(slots_n) <= kRefreshSteps;
   // The first verify steps pay one-time costs (measured: a first 4-row verify at 183 ms against a steady 40),
   // and a verify price from them alone would stop drafting for good, no later verify step correcting it: once
   // measured, keep drafting until verify steps were measured kTrustSamples times, so that a median prices
   // them. Not where the draft passes alone cost more than drafting gains (verify rows free): those are
   // measured already, and need no second look.
-  if (prompt_rows == 0 && verify_.samples() > 0 && verify_.samples() < kTrustSamples &&
-      plain_age(static_cast<int64_t>(n)) <= kRefreshSteps) {
-    std::vector<int32_t> full(n);
-    for (size_t r = 0; r < n; ++r) full[r] = slots[r].acceptance ? slots[r].n_max : 0;
-    if (expected_tokens(full) / std::max(step_time(full, true), 1e-9) > plain) {
+  if (fresh_plain && verify_.samples() > 0 && verify_.samples() < kTrustSamples) {
+    const std::vector<int32_t> full = price.uniform(std::numeric_limits<int32_t>::max());
+    if (price.expected_tokens(full) / std::max(price.step_time(full, true), 1e-9) > plain) {
       measuring_ = true;
       return full;
     }
@@ -606,7 +640,7 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   // prices are then measured ones. Without that, the noise of the acceptance estimates (two rejections in a
   // row move a slot's by a fifth) stops drafting that pays by 10% every few dozen steps. Not where a slot
   // would first run a backlog through the MTP block (a new request's prompt): that is a start again.
-  Outcome& o = outcome(static_cast<int64_t>(n));
+  Outcome& o = outcome(slots_n);
   if (best < plain * (o.drafting && !runs_backlog(slots, k) ? 1.0 : 1 + kMinGain))
     std::fill(k.begin(), k.end(), 0);
   o.drafting = std::any_of(k.begin(), k.end(), [](int32_t x) { return x > 0; });
@@ -614,58 +648,65 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   // (shared cores: tens of percent over minutes); a plain estimate from a slow stretch would keep drafting
   // in a batch where it loses (measured: -18% at c16). So after kRefreshSteps one plain step re-prices it,
   // at a cost of about 1/kRefreshSteps of drafting's gain where drafting pays.
-  if (prompt_rows == 0 && plain_age(static_cast<int64_t>(n)) > kRefreshSteps)
-    std::fill(k.begin(), k.end(), 0);
-  // Where the model declines to draft, nothing measures its drafting prices again: a verify or draft-pass
-  // price from a slow stretch (a burst of foreign load, a sweep's warm-up) would keep this size from ever
-  // drafting (measured on Zen 3: a c1 level that never drafted where a run minutes later gained 17.6%). So
-  // plain steps here set aside kProbeShare of their time, and once that covers what one-token drafts would
-  // cost over plain decoding in one step (the backlogs paid at once, by the old prices, plus the model's
-  // margin of error), one step drafts them: the cheapest drafting step, one pass. Before it, every verify and
-  // draft-pass size not measured for kRefreshSteps is forgotten (the machine's speed is in doubt, not one
-  // size's), so drafting starts over as on its first steps: the probe and the next verify steps measure,
-  // unjudged, and the model decides on their prices. What the probe step cost over plain decoding is taken
-  // from the budget (observe_step): priced by stale prices it can cost more than they said. Each probe that
-  // does not lead to drafting by the model's choice halves the share, so where drafting loses for good the
-  // probes cost ever less.
-  std::vector<int32_t> probe(n);
-  for (size_t r = 0; r < n; ++r) probe[r] = slots[r].acceptance && slots[r].n_max > 0 ? 1 : 0;
-  if (prompt_rows == 0 && !o.drafting && plain_age(static_cast<int64_t>(n)) <= kRefreshSteps &&
-      verify_rows_of(probe) > static_cast<int64_t>(n) && verify_age(verify_rows_of(probe)) > kRefreshSteps) {
-    const double plain_token = step_time(k) / static_cast<double>(n);
-    const double excess =
-        (1 + kMinGain) * step_time(probe, false, true) - expected_tokens(probe) * plain_token;
-    if (o.probe_budget > 0 && o.probe_budget >= excess) {
-      forget_stale();
-      probing_ = measuring_ = true;
-      o.probe_halvings = std::min(o.probe_halvings + 1, kMaxProbeHalvings);
-      return probe;
-    }
-  }
-  // While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch
-  // would never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at
-  // k = 2, 15% below drafting 3). So a uniform length over the slots the plan drafts, whose verify size was
-  // measured before, is run once every kRefreshSteps trunk steps when it promises within kExploreMargin of
-  // the plan and no less than plain decoding; its sample replaces the size's stale ones. The attempt is what
-  // counts (a step may run fewer drafts: p_min, the cache). Only the drafting slots: a slot the plan keeps
-  // idle would first run its backlog through the MTP block.
-  const int64_t plan_rows = verify_rows_of(k);
-  if (prompt_rows == 0 && plan_rows > static_cast<int64_t>(n))
-    for (int32_t len = 1; len <= max_cap; ++len) {
-      std::vector<int32_t> u(n, 0);
-      for (size_t r = 0; r < n; ++r) u[r] = k[r] > 0 ? std::min(len, slots[r].n_max) : 0;
-      const int64_t rows = verify_rows_of(u);
-      if (rows == plan_rows || !verify_.measured(rows) || verify_age(rows) <= kRefreshSteps ||
-          explore_age(rows) <= kRefreshSteps)
-        continue;
-      const double g = goodput(u);
-      if (g < best * (1 - kExploreMargin) || g < plain) continue;
-      k = u;
-      exploring_ = rows;
-      mark(explored_at_, rows, trunk_steps_);
-      break;
-    }
+  if (prompt_rows == 0 && !fresh_plain) std::fill(k.begin(), k.end(), 0);
+  if (fresh_plain && !o.drafting && probe(price, o, k)) return k;
+  if (prompt_rows == 0) explore(price, best, plain, k);
   return k;
+}
+
+// Where the model declines to draft, nothing measures its drafting prices again: a verify or draft-pass price
+// from a slow stretch (a burst of foreign load, a sweep's warm-up) would keep this size from ever drafting
+// (measured on Zen 3: a c1 level that never drafted where a run minutes later gained 17.6%). So plain steps
+// here set aside kProbeShare of their time, and once that covers what one-token drafts would cost over plain
+// decoding in one step (the backlogs paid at once, by the old prices, plus the model's margin of error), one
+// step drafts them: the cheapest drafting step, one pass. Before it, every verify and draft-pass size not
+// measured for kRefreshSteps is forgotten (the machine's speed is in doubt, not one size's), so drafting
+// starts over as on its first steps: the probe and the next verify steps measure, unjudged, and the model
+// decides on their prices. What the probe step cost over plain decoding is taken from the budget
+// (observe_step): priced by stale prices it can cost more than they said. Each probe that does not lead to
+// drafting by the model's choice halves the share, so where drafting loses for good the probes cost ever
+// less. `plain` is the plain plan (k = 0 everywhere); true when it was replaced by the probe.
+bool DraftPolicy::probe(const Pricing& price, Outcome& o, std::vector<int32_t>& plain) {
+  const size_t n = price.n();
+  std::vector<int32_t> one(n);
+  for (size_t r = 0; r < n; ++r) one[r] = price.slots[r].acceptance && price.slots[r].n_max > 0 ? 1 : 0;
+  const int64_t rows = price.verify_rows(one);
+  if (rows == static_cast<int64_t>(n) || verify_age(rows) <= kRefreshSteps) return false;
+  const double plain_token = price.step_time(plain) / static_cast<double>(n);
+  const double excess =
+      (1 + kMinGain) * price.step_time(one, false, true) - price.expected_tokens(one) * plain_token;
+  if (o.probe_budget <= 0 || o.probe_budget < excess) return false;
+  forget_stale();
+  probing_ = measuring_ = true;
+  o.probe_halvings = std::min(o.probe_halvings + 1, kMaxProbeHalvings);
+  plain = std::move(one);
+  return true;
+}
+
+// While drafting, the other draft lengths' verify sizes go unmeasured, and one priced in a slow stretch would
+// never be run again (measured at c1: k = 3 priced at 42 ms against a steady 35 kept the slot at k = 2, 15%
+// below drafting 3). So a uniform length over the slots the plan drafts, whose verify size was measured
+// before, is run once every kRefreshSteps trunk steps when it promises within kExploreMargin of the plan and
+// no less than plain decoding; its sample replaces the size's stale ones. The attempt is what counts (a step
+// may run fewer drafts: p_min, the cache). Only the drafting slots: a slot the plan keeps idle would first
+// run its backlog through the MTP block. `best` and `plain`: the goodput of the model's best plan and of
+// plain decoding.
+void DraftPolicy::explore(const Pricing& price, double best, double plain, std::vector<int32_t>& k) {
+  const int64_t plan_rows = price.verify_rows(k);
+  if (plan_rows == static_cast<int64_t>(price.n())) return;
+  for (int32_t len = 1; len <= price.max_cap(); ++len) {
+    const std::vector<int32_t> u = price.uniform(len, &k);
+    const int64_t rows = price.verify_rows(u);
+    if (rows == plan_rows || !verify_.measured(rows) || verify_age(rows) <= kRefreshSteps ||
+        explore_age(rows) <= kRefreshSteps)
+      continue;
+    const double g = price.goodput(u);
+    if (g < best * (1 - kExploreMargin) || g < plain) continue;
+    k = u;
+    exploring_ = rows;
+    mark(explored_at_, rows, trunk_steps_);
+    return;
+  }
 }
 
 }  // namespace mtp::speculative

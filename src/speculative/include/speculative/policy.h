@@ -153,6 +153,7 @@ class DraftPolicy {
  private:
   PolicyOptions opt_;
   std::vector<int32_t> plan(std::span<const SlotDemand> slots, int64_t prompt_rows);
+  struct Pricing;  // plan()'s prices of one step's draft lengths (policy.cpp)
   // Seconds of a trunk forward of `rows` rows without prompt rows, plain or with verify rows: from that
   // kind's line, helped by the other kind's while it has fewer than two sizes.
   double trunk_line(bool verify, double rows) const;
@@ -184,7 +185,7 @@ class DraftPolicy {
     static constexpr int64_t kPlainSteps = 8;
     std::array<double, kPlainSteps> plain_seconds{};  // the last plain steps (each emits one token a slot)
     int64_t plain_n = 0;
-    double plain_median() const;  // seconds; plain_n > 0
+    double plain_median() const;                 // seconds; plain_n > 0
     double draft_tokens = 0, draft_seconds = 0;  // drafting steps since the last verdict
     int64_t draft_n = 0;
     int64_t backoff = 0;        // trunk steps of the next pause; 0: the first pause's
@@ -216,6 +217,10 @@ class DraftPolicy {
   std::array<std::vector<int64_t>, kDraftHeads> draft_at_;  // per head, as verify_at_ for draft passes
   Outcome& outcome(int64_t slots);
   bool paused(int64_t slots) const;
+  // plan()'s last two rules (policy.cpp): a probe of stale prices where the model declines to draft, and a
+  // stale draft length re-measured while it drafts.
+  bool probe(const Pricing& price, Outcome& o, std::vector<int32_t>& plain);
+  void explore(const Pricing& price, double best, double plain, std::vector<int32_t>& k);
 };
 
 }  // namespace mtp::speculative
