@@ -135,6 +135,14 @@ Expected<Memory> Memory::create(const Qwen35MoeConfig& c, const MemoryOptions& o
   // step, and in 4 KB pages (4 rows of a 256-wide F32 head) each page costs a TLB miss and restarts the
   // hardware prefetcher.
   madvise(m.kv_.get(), kv_alloc, MADV_HUGEPAGE);
+  // The blocks the sequences are guaranteed (n_ctx of them and one partial block each) are touched now, as
+  // the GDN planes below: blocks are handed out from block 0, so these are the ones the first requests write,
+  // and a first touch costs a page fault and a zeroed page (on a virtual machine whose host backs memory
+  // lazily, 16-52 ms per 2 MiB huge page), which would land on the first steps of the first requests and,
+  // as an engine with an MTP block has more KV per position, misprice drafting against plain decoding. The
+  // blocks beyond them (the prefix cache's budget) are touched as the cache grows into them.
+  std::memset(m.kv_.get(), 0,
+              std::min<uint64_t>(kv_alloc, static_cast<uint64_t>(n_guaranteed) * block_bytes));
   // Every GDN plane is touched now rather than on its first snapshot: a first touch costs a page fault and a
   // zeroed page per 4 KB, which otherwise lands on the first few decode and verify steps of each request
   // (measured 2-3x a steady step at 16 slots) and misleads the auto policy's step-time model.

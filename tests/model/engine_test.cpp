@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "base/system_memory.h"
 #include "fixtures.h"
 #include "kernels/pack.h"
 #include "model/forward.h"
@@ -436,6 +437,34 @@ TEST(Memory, StateCopiesHoldAboutTheirOwnBytes) {
   Memory mem = make_memory(model);
   const GdnState state = mem.new_state();
   EXPECT_LT(state.bytes(), state.floats() * sizeof(float) + 64);
+}
+
+// The KV blocks the sequences are guaranteed are resident from creation (their first touch would land on the
+// first requests' steps); the blocks beyond them, the prefix cache's budget, are not until used.
+TEST(Memory, GuaranteedKvBlocksAreResidentFromTheStart) {
+  Model model = load(fixtures().tiny_mtp);
+  MemoryOptions o;
+  o.n_ctx = int64_t{1} << 17;  // tens of MB of KV at this model's widths
+  o.n_seq = 1;
+  o.n_snapshots = 0;
+  auto grown_since = [](uint64_t before) {
+    return static_cast<int64_t>(resident_bytes()) - static_cast<int64_t>(before);
+  };
+  int64_t guaranteed = 0;
+  {
+    const uint64_t before = resident_bytes();
+    auto m = Memory::create(model.config(), o);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    guaranteed = static_cast<int64_t>(m->bytes());
+    ASSERT_GT(guaranteed, int64_t{32} << 20);
+    EXPECT_GE(grown_since(before), guaranteed / 10 * 9);
+  }
+  o.extra_kv_bytes = static_cast<uint64_t>(guaranteed);
+  const uint64_t before = resident_bytes();
+  auto m = Memory::create(model.config(), o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_GE(static_cast<int64_t>(m->bytes()), 2 * guaranteed - (int64_t{1} << 20));
+  EXPECT_LT(grown_since(before), guaranteed + guaranteed / 2);
 }
 
 TEST(Memory, CapturedStateEqualsTheStateOfAChunkEndingThere) {
