@@ -9,7 +9,8 @@
 namespace mtp::train {
 
 Status validate(const AcceptanceOptions& o) {
-  if (o.tokens < 0) return invalid_argument("--accept-tokens must be 0 (no engine figures) or more");
+  if (o.tokens < 0 || o.tokens > kMaxAcceptTokens)
+    return invalid_argument("--accept-tokens must be in [0, ", kMaxAcceptTokens, "] (0: no engine figures)");
   if (o.draft_max < 1 || o.draft_max > speculative::kMaxDraftTokens)
     return invalid_argument("--accept-draft-max must be in [1, ", speculative::kMaxDraftTokens, "]");
   if (!(o.temperature >= 0)) return invalid_argument("--accept-temp must be 0 (greedy) or more");

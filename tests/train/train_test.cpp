@@ -488,6 +488,12 @@ TEST(DistillHead, TrainsTheBlockAndKeepsTheTrunkByteForByte) {
   EXPECT_FALSE(std::filesystem::exists(d.output));
   d.data = {};
   EXPECT_NE(validate(d).message().find("--data"), std::string::npos);
+  d.data = {data};
+  d.accept.tokens = kMaxAcceptTokens + 1;
+  EXPECT_NE(validate(d).message().find("--accept-tokens"), std::string::npos);
+  d.accept.tokens = 32;
+  d.accept.draft_max = 0;
+  EXPECT_NE(validate(d).message().find("--accept-draft-max"), std::string::npos);
 }
 
 void write(const std::filesystem::path& path, const std::string& text) {

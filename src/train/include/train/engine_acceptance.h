@@ -14,6 +14,8 @@
 
 namespace mtp::train {
 
+inline constexpr int64_t kMaxAcceptTokens = 65536;
+
 struct AcceptanceOptions {
   int64_t tokens = 32;       // generated after each prompt (end tokens ignored)
   int32_t draft_max = 3;     // drafted tokens a round, every round (the fixed policy, the full head)
