@@ -181,25 +181,34 @@ std::vector<std::vector<int32_t>> prompts_of(const std::vector<torch::Tensor>& b
   return prompts;
 }
 
+// What the block is trained for and from: the trunk's shape (with one MTP block), vocabulary and file, and
+// the donor's file when there is one.
+struct BlockSetting {
+  const Qwen35MoeConfig& config;
+  const Vocab& vocab;
+  const GgufFile& trunk_file;
+  const GgufFile* donor;
+  bool trunk_has_block;
+};
+
 // Where each tensor of the block model comes from: the block's LM head is the trunk's (token_embd where the
 // file ties them), frozen; the block is the donor's, the trunk's own, or new weights (none read). Sets the
 // summary's head_source; returns the written block's weight type.
 Expected<std::string> block_sources(
-    const DistillOptions& o, const Qwen35MoeConfig& config, const GgufFile& trunk_file, const GgufFile* donor,
-    bool trunk_has_block, std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>>& sources,
-    DistillSummary& summary) {
-  const TensorInfo* lm_head = trunk_file.find_tensor("output.weight");
-  if (lm_head == nullptr) lm_head = trunk_file.find_tensor("token_embd.weight");
+    const DistillOptions& o, const BlockSetting& b,
+    std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>>& sources, DistillSummary& summary) {
+  const TensorInfo* lm_head = b.trunk_file.find_tensor("output.weight");
+  if (lm_head == nullptr) lm_head = b.trunk_file.find_tensor("token_embd.weight");
   MTP_CHECK(lm_head != nullptr, "Model::load checked token_embd");
-  sources["output.weight"] = {&trunk_file, lm_head};
-  const GgufFile* from = donor != nullptr ? donor : trunk_has_block ? &trunk_file : nullptr;
-  summary.head_source = donor != nullptr ? "donor" : trunk_has_block ? "trunk" : "new";
+  sources["output.weight"] = {&b.trunk_file, lm_head};
+  const GgufFile* from = b.donor != nullptr ? b.donor : b.trunk_has_block ? &b.trunk_file : nullptr;
+  summary.head_source = b.donor != nullptr ? "donor" : b.trunk_has_block ? "trunk" : "new";
   std::string head_type = "f32";
   if (from != nullptr) {
     MTP_ASSIGN_OR_RETURN(surgery::MtpBlock block, surgery::find_mtp_block(*from));
     const std::string prefix = "blk." + std::to_string(block.index) + ".";
     for (const TensorInfo* t : block.tensors)
-      sources["blk." + std::to_string(config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
+      sources["blk." + std::to_string(b.config.n_layer) + "." + t->name.substr(prefix.size())] = {from, t};
     head_type = block_type(block);
   }
   return o.head_type.empty() ? head_type : o.head_type;
@@ -209,15 +218,13 @@ Expected<std::string> block_sources(
 // written onto the trunk as graft writes it (the trained block as an F32 head-only file beside the output,
 // grafted onto the trunk file, every other tensor byte-identical, then removed). Everything libtorch holds
 // is freed on return.
-Status train_block(const DistillOptions& o, const Qwen35MoeConfig& config, const Vocab& vocab,
-                   const GgufFile& trunk_file, const GgufFile* donor, bool trunk_has_block,
-                   int64_t n_eval_batches, const std::function<Expected<Targets>(int64_t)>& eval_targets,
+Status train_block(const DistillOptions& o, const BlockSetting& b, int64_t n_eval_batches,
+                   const std::function<Expected<Targets>(int64_t)>& eval_targets,
                    const std::function<Expected<Targets>(int64_t)>& step_targets,
                    const std::function<void(int64_t, double)>& on_step, DistillSummary& summary) {
   std::map<std::string, std::pair<const GgufFile*, const TensorInfo*>> sources;
-  MTP_ASSIGN_OR_RETURN(const std::string head_type,
-                       block_sources(o, config, trunk_file, donor, trunk_has_block, sources, summary));
-  QwenTorch model(config, o.seed, ModelParts::kMtpBlock);
+  MTP_ASSIGN_OR_RETURN(const std::string head_type, block_sources(o, b, sources, summary));
+  QwenTorch model(b.config, o.seed, ModelParts::kMtpBlock);
   std::vector<std::string> names;
   for (const auto& [name, source] : sources) names.push_back(name);
   MTP_RETURN_IF_ERROR(model.load_stored(names, [&](const std::string& name) -> Expected<std::vector<float>> {
@@ -248,10 +255,10 @@ Status train_block(const DistillOptions& o, const Qwen35MoeConfig& config, const
   MTP_ASSIGN_OR_RETURN(summary.after, evaluate(model, n_eval_batches, eval_targets));
 
   const std::string staged = o.output + ".distill-f32.tmp";
-  Status written = export_gguf(model, vocab, "distill-head", staged);
+  Status written = export_gguf(model, b.vocab, "distill-head", staged);
   if (written.ok()) {
     surgery::GraftOptions g;
-    g.replace = trunk_has_block;
+    g.replace = b.trunk_has_block;
     g.head_type = type_from_name(head_type);
     ThreadPool pool(1);
     Expected<surgery::GraftResult> r = surgery::graft(o.trunk, staged, o.output, g, pool);
@@ -357,9 +364,9 @@ Expected<DistillSummary> distill_head(const DistillOptions& o,
     MTP_ASSIGN_OR_RETURN(const torch::Tensor tokens, train_windows());
     return targets_of(*teacher, tokens, 0);
   };
-  MTP_RETURN_IF_ERROR(train_block(o, config, vocab, trunk_file, donor ? &*donor : nullptr, trunk_has_block,
-                                  static_cast<int64_t>(eval_windows.size()), eval_targets, step_targets,
-                                  on_step, summary));
+  const BlockSetting setting{config, vocab, trunk_file, donor ? &*donor : nullptr, trunk_has_block};
+  MTP_RETURN_IF_ERROR(train_block(o, setting, static_cast<int64_t>(eval_windows.size()), eval_targets,
+                                  step_targets, on_step, summary));
   // The written file in the engine, alone in memory.
   teacher.reset();
   if (accept.tokens > 0) {
