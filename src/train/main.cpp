@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
 
 #include "train/distill.h"
 #include "train/trainer.h"
@@ -112,7 +113,9 @@ int run_distill(const mtp::train::DistillOptions& d) {
     std::fprintf(stderr, "mtp-train distill-head: %s\n", summary.status().message().c_str());
     return summary.status().code() == mtp::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  std::printf("head from the %s; %lld training tokens, %lld held out\n", summary->head_source.c_str(),
+  const std::string from =
+      summary->head_source == "new" ? "a new head" : "head from the " + summary->head_source;
+  std::printf("%s; %lld training tokens, %lld held out\n", from.c_str(),
               static_cast<long long>(summary->train_tokens), static_cast<long long>(summary->eval_tokens));
   print_fit("before", summary->before);
   print_fit("after", summary->after);
