@@ -561,10 +561,11 @@ struct DraftPolicy::Pricing {
   // The model's best lengths and their goodput: the best uniform length (a draft pass is shared by all
   // slots, so one position at a time is too myopic to start from), then one more draft position at a time
   // for the slot whose next one is the most likely to be accepted, while goodput improves. No margin yet.
-  std::vector<int32_t> best(double& goodput_of_best) const {
+  // `best`: plain decoding's goodput on the way in, the plan's on the way out.
+  std::vector<int32_t> best_plan(double& best) const {
     std::vector<int32_t> k(n(), 0);
-    double best = goodput(k);
-    for (int32_t len = 1; len <= max_cap(); ++len) {
+    const int32_t cap = max_cap();
+    for (int32_t len = 1; len <= cap; ++len) {
       const std::vector<int32_t> u = uniform(len);
       const double g = goodput(u);
       if (g > best) {
@@ -592,7 +593,6 @@ struct DraftPolicy::Pricing {
       }
       best = g;
     }
-    goodput_of_best = best;
     return k;
   }
 };
@@ -622,7 +622,7 @@ std::vector<int32_t> DraftPolicy::plan(std::span<const SlotDemand> slots, int64_
   const Pricing price{*this, slots};
   const double plain = price.goodput(k);
   double best = plain;
-  k = price.best(best);
+  k = price.best_plan(best);
   const bool fresh_plain = prompt_rows == 0 && plain_age(slots_n) <= kRefreshSteps;
   // The first verify steps pay one-time costs (measured: a first 4-row verify at 183 ms against a steady 40),
   // and a verify price from them alone would stop drafting for good, no later verify step correcting it: once
@@ -694,7 +694,8 @@ bool DraftPolicy::probe(const Pricing& price, Outcome& o, std::vector<int32_t>& 
 void DraftPolicy::explore(const Pricing& price, double best, double plain, std::vector<int32_t>& k) {
   const int64_t plan_rows = price.verify_rows(k);
   if (plan_rows == static_cast<int64_t>(price.n())) return;
-  for (int32_t len = 1; len <= price.max_cap(); ++len) {
+  const int32_t cap = price.max_cap();
+  for (int32_t len = 1; len <= cap; ++len) {
     const std::vector<int32_t> u = price.uniform(len, &k);
     const int64_t rows = price.verify_rows(u);
     if (rows == plan_rows || !verify_.measured(rows) || verify_age(rows) <= kRefreshSteps ||
