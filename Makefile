@@ -7,6 +7,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
+BUILD_ARM ?= build-arm64
 # `make fuzz` runs every libFuzzer target (fuzz/, one per parser of untrusted input) for an equal share of
 # FUZZ_SECONDS; FUZZ_TARGETS=chat_template runs one target alone.
 FUZZ_TARGETS ?= gguf_reader model_load tokenizer chat_template server_request draft_vocab imatrix kld_base grammar
@@ -26,9 +27,12 @@ TRAIN_PACKAGES := libtorch-dev libopenblas0-pthread
 # Only the tests need these: promtool (checks /metrics), nginx (in front of two replicas), and headless
 # Chromium driven by Selenium (the chat page at GET /).
 TEST_PACKAGES := prometheus nginx-light chromium chromium-driver python3-selenium
+# `make arm-test` cross-compiles the kernel layers for 64-bit Arm and runs their tests under qemu (the neon
+# level: qemu emulates the dot product): the cross compiler, qemu and GoogleTest's sources, no Arm packages.
+ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user googletest
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps train-deps test-deps build build-asan build-fuzz run test unit-test asan-test fuzz soak chat-goldens bench format clean
+.PHONY: deps train-deps test-deps build build-asan build-fuzz run test unit-test asan-test arm-test fuzz soak chat-goldens bench format clean
 
 # $(call install,PACKAGES,APT-FLAGS): installs those of PACKAGES that are missing.
 install = @missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -77,6 +81,22 @@ asan-test: build-asan test-deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
 
+# The base, quant and kernels layers built for 64-bit Arm (statically linked) and their tests run under
+# qemu-aarch64: the scalar and neon kernel levels, the quantizers' bytes against ggml's, the thread pool on a
+# weaker memory model. Only these layers: the rest has no Arm-specific code.
+arm-test: deps
+ifeq ($(shell uname -m),x86_64)
+	$(call install,$(ARM_PACKAGES),)
+	cmake -S . -B $(BUILD_ARM) -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMTP_CORE_ONLY=ON \
+	  -DMTP_BUILD_BENCH=OFF
+	cmake --build $(BUILD_ARM) -j $(JOBS)
+	@qemu-aarch64 -cpu max $(BUILD_ARM)/tests/kernels/kernels_test --gtest_filter=Isa.LevelsThisHostTests | \
+	  grep '^kernel levels' | sed 's/^/arm64 (qemu): /'
+	ctest --test-dir $(BUILD_ARM) --output-on-failure -j $(JOBS)
+else
+	@echo "arm-test: cross-compiles from x86-64 only; on this $$(uname -m) host the unit tests ran these layers"
+endif
+
 # A short libFuzzer run of each target, seeded with its committed corpus (fuzz/corpus/<target>); what it
 # adds goes to $(BUILD_FUZZ)/corpus/<target>, a crash to $(BUILD_FUZZ)/fuzz_<target>-crash-*. Stops at the
 # first target that fails. -timeout: a single input running that long is a hang. The fuzz build lets UBSan
@@ -102,7 +122,7 @@ soak: build-asan
 chat-goldens: deps
 	/usr/bin/python3 scripts/reference/chat/render_reference.py --check
 
-test: unit-test asan-test fuzz chat-goldens
+test: unit-test asan-test arm-test fuzz chat-goldens
 
 bench: build
 	./$(BUILD)/bench/gguf/bench_gguf_open
@@ -113,4 +133,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_ARM)

@@ -1,7 +1,7 @@
 // Matmul benchmark: STREAM-style copy bandwidth, decode-sized products (1..8 rows) against the memory
 // bandwidth, the cost of extra rows relative to one row, and prompt-sized GMAC/s.
 //
-//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avxvnni|avx512] [--no-head]
+//   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avxvnni|avx512|neon] [--no-head]
 //   [--gemm-only]
 //                 [--pool-mb N] [--packed]
 //
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Copy bandwidth, decode-sized and prompt-sized matmul rates per weight type", "kernels_bench"};
   app.add_option("--types", type_names, "Weight types, comma-separated (default q8_0,iq4_xs,q4_K,q6_K)")
       ->delimiter(',');
-  app.add_option("--isa", isa, "Kernel level: scalar, avx2 (plain), avxvnni or avx512 (default: the best)");
+  app.add_option("--isa", isa, "Kernel level: scalar, avx2 (plain), avxvnni, avx512 or neon (default: the best)");
   app.add_flag("!--no-head", head, "Skip the output head's shape");
   app.add_flag("!--gemm-only", decode, "Only the prompt-sized batches");
   app.add_option("--pool-mb", pool_mb, "MiB of weight copies the decode rows cycle through")

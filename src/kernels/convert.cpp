@@ -84,6 +84,7 @@ void f16_to_f32(const uint16_t* x, float* out, int64_t n) {
       return f16_to_f32_avx512(x, out, n);
     case Isa::kAvx2:
       return f16_to_f32_avx2(x, out, n);
+    case Isa::kNeon:
     case Isa::kScalar:
       break;
   }
@@ -98,6 +99,7 @@ void q8_0_to_f32(const void* blocks, float* out, int64_t n) {
       return q8_0_to_f32_avx512(blocks, out, n);
     case Isa::kAvx2:
       return q8_0_to_f32_avx2(blocks, out, n);
+    case Isa::kNeon:
     case Isa::kScalar:
       break;
   }

@@ -11,6 +11,10 @@
 #if MTP_HAVE_X86_SIMD
 #include <cpuid.h>
 #endif
+#if MTP_HAVE_ARM_DOTPROD
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace mtp::kernels {
 namespace {
@@ -25,6 +29,9 @@ Isa detect() {
                       __builtin_cpu_supports("avx512vnni");
   if (avx512) return Isa::kAvx512;
   if (avx2) return Isa::kAvx2;  // F16C comes with every AVX2 CPU
+#endif
+#if MTP_HAVE_ARM_DOTPROD
+  if ((getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0) return Isa::kNeon;
 #endif
   return Isa::kScalar;
 }
@@ -42,7 +49,7 @@ bool detect_avx_vnni() {
 #endif
 }
 
-// The starting level and AVX-VNNI setting. MTP_ISA=scalar|avx2|avxvnni|avx512 in the environment starts the
+// The starting level and AVX-VNNI setting. MTP_ISA=scalar|avx2|avxvnni|avx512|neon in the environment starts the
 // process below the CPU's best (to measure or test the AVX2 kernels on an AVX-512 host, or plain AVX2 on an
 // AVX-VNNI one). The tools refuse a value that is not known or that the CPU lacks (isa_env_error); a library
 // user that does not ask gets the CPU's best, with the reason printed once on stderr.
@@ -59,7 +66,8 @@ struct Named {
 constexpr Named kNamed[] = {{"scalar", {Isa::kScalar, false}},
                             {"avx2", {Isa::kAvx2, false}},
                             {"avxvnni", {Isa::kAvx2, true}},
-                            {"avx512", {Isa::kAvx512, true}}};
+                            {"avx512", {Isa::kAvx512, true}},
+                            {"neon", {Isa::kNeon, false}}};
 
 bool cpu_has(const Named& n) {
   return isa_supported(n.start.isa) && (n.start.isa != Isa::kAvx2 || !n.start.vnni || avx_vnni_supported());
@@ -122,6 +130,8 @@ const char* isa_name(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kNeon:
+      return "neon";
   }
   return "?";
 }
@@ -132,7 +142,10 @@ Isa best_isa() {
 }
 
 bool isa_supported(Isa isa) {
-  return static_cast<int>(isa) <= static_cast<int>(best_isa());
+  const Isa best = best_isa();
+  if (isa == Isa::kScalar || isa == best) return true;
+  // The x86 levels are ordered: a CPU with one has those below it. Arm's one level stands alone.
+  return isa != Isa::kNeon && best != Isa::kNeon && static_cast<int>(isa) < static_cast<int>(best);
 }
 
 Isa active_isa() {
@@ -181,6 +194,8 @@ const char* kernels_summary() {
       return detail::amx_active() ? "avx512 + amx" : "avx512";
     case Isa::kAvx2:
       return avx_vnni_active() ? "avx2 + avx-vnni" : "avx2";
+    case Isa::kNeon:
+      return "neon";
     case Isa::kScalar:
       break;
   }

@@ -97,6 +97,8 @@ const KernelSet& kernels_for(Isa isa) {
       return avx512_kernels();
     case Isa::kAvx2:
       return avx2_kernels();
+    case Isa::kNeon:
+      return neon_kernels();
     case Isa::kScalar:
       break;
   }

@@ -20,6 +20,13 @@
 #else
 #define MTP_HAVE_X86_SIMD 0
 #endif
+// AArch64 with the dot-product extension (sdot), likewise per function, after the HWCAP check (isa.cpp).
+#if defined(__aarch64__) && defined(__GNUC__)
+#define MTP_HAVE_ARM_DOTPROD 1
+#define MTP_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#else
+#define MTP_HAVE_ARM_DOTPROD 0
+#endif
 
 namespace mtp::kernels::detail {
 
@@ -71,6 +78,7 @@ struct KernelSet {
 const KernelSet& scalar_kernels();
 const KernelSet& avx2_kernels();    // empty set where not compiled
 const KernelSet& avx512_kernels();  // empty set where not compiled
+const KernelSet& neon_kernels();    // empty set where not compiled
 const KernelSet& kernels_for(Isa isa);
 
 // matmul_avx2_iq4xs.cpp (nullptr where not compiled).

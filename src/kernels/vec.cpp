@@ -308,6 +308,7 @@ VT inline float vhmax(V v) {
       return avx512::name##_impl(__VA_ARGS__); \
     case Isa::kAvx2:                           \
       return avx2::name##_impl(__VA_ARGS__);   \
+    case Isa::kNeon:                           \
     case Isa::kScalar:                         \
       break;                                   \
   }                                            \

@@ -26,7 +26,7 @@ TEST(Isa, LevelsThisHostTests) {
     std::string& list = runs ? ran : skipped;
     list += std::string(list.empty() ? "" : ", ") + name;
   };
-  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512"}) {
+  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512", "neon"}) {
     LevelScope scope;
     note(name, kernels::set_level(name).empty());
   }
@@ -57,16 +57,28 @@ TEST(Isa, SetLevelByNameSetsTheLevelAndAvxVnni) {
   }
 }
 
+TEST(Isa, ArmAndX86LevelsExcludeEachOther) {
+  const bool neon = kernels::isa_supported(kernels::Isa::kNeon);
+  EXPECT_FALSE(neon && kernels::isa_supported(kernels::Isa::kAvx2));
+  EXPECT_FALSE(neon && kernels::isa_supported(kernels::Isa::kAvx512));
+  EXPECT_TRUE(kernels::isa_supported(kernels::Isa::kScalar));
+  if (!neon) GTEST_SKIP() << "no Arm dot product";
+  LevelScope scope;
+  ASSERT_EQ(kernels::set_level("neon"), "");
+  EXPECT_EQ(kernels::active_isa(), kernels::Isa::kNeon);
+  EXPECT_STREQ(kernels::kernels_summary(), "neon");
+  EXPECT_FALSE(kernels::set_active_isa(kernels::Isa::kAvx2));
+  EXPECT_EQ(kernels::active_isa(), kernels::Isa::kNeon);
+}
+
 TEST(Isa, RefusalsNameTheLevelsAndChangeNothing) {
   LevelScope scope;
   ASSERT_EQ(kernels::set_level("scalar"), "");
-  EXPECT_EQ(kernels::set_level("avx9"), "avx9: not one of scalar, avx2, avxvnni, avx512");
-  EXPECT_EQ(kernels::set_level(""), ": not one of scalar, avx2, avxvnni, avx512");
+  EXPECT_EQ(kernels::set_level("avx9"), "avx9: not one of scalar, avx2, avxvnni, avx512, neon");
+  EXPECT_EQ(kernels::set_level(""), ": not one of scalar, avx2, avxvnni, avx512, neon");
   EXPECT_EQ(kernels::active_isa(), kernels::Isa::kScalar);
-  const char* lacking = !kernels::isa_supported(kernels::Isa::kAvx512) ? "avx512"
-                        : !kernels::avx_vnni_supported()               ? "avxvnni"
-                                                                       : nullptr;
-  if (lacking == nullptr) GTEST_SKIP() << "this CPU has every level";
+  // No CPU has both an x86 and the Arm level.
+  const char* lacking = kernels::isa_supported(kernels::Isa::kNeon) ? "avx512" : "neon";
   const std::string error = kernels::set_level(lacking);
   EXPECT_EQ(error.rfind(std::string(lacking) + ": this CPU lacks it (it has scalar", 0), 0u) << error;
   EXPECT_EQ(kernels::active_isa(), kernels::Isa::kScalar);

@@ -15,7 +15,8 @@ namespace mtp::test {
 
 inline std::vector<kernels::Isa> supported_isas() {
   std::vector<kernels::Isa> v;
-  for (kernels::Isa i : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+  for (kernels::Isa i :
+       {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
     if (kernels::isa_supported(i)) v.push_back(i);
   }
   return v;

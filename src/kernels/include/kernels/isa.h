@@ -12,18 +12,19 @@ enum class Isa : int {
   kScalar = 0,  // portable C++, the reference every SIMD kernel is tested against
   kAvx2 = 1,    // AVX2 + FMA + F16C (Haswell and later)
   kAvx512 = 2,  // AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Sapphire Rapids, Zen 4 and later)
+  kNeon = 3,    // AArch64 NEON with the dot-product extension (ARMv8.2-A and later)
 };
 
 const char* isa_name(Isa isa);
 
 // The best level this CPU (and OS) supports; computed once.
 Isa best_isa();
-// Whether this CPU can run `isa`.
+// Whether this CPU can run `isa`: scalar everywhere; on x86-64 the x86 levels up to the best; on Arm neon.
 bool isa_supported(Isa isa);
 
 // The level new work uses (PreparedActivations::prepare and the vector kernels). Starts at best_isa(), or
 // at the level MTP_ISA names where the CPU has it: scalar, avx2 (plain AVX2: AVX-VNNI off), avxvnni (AVX2
-// with AVX-VNNI), avx512.
+// with AVX-VNNI), avx512, neon.
 Isa active_isa();
 // Forces a level (tests, benchmarks). Returns false, changing nothing, when the CPU lacks it. Call it while
 // no kernel runs on another thread.
@@ -44,7 +45,7 @@ std::string set_level(const std::string& name);
 // CPU has. The tools check it before any kernel runs and exit with it.
 std::string isa_env_error();
 
-// What new work runs on, for logs: "avx512 + amx", "avx512", "avx2 + avx-vnni", "avx2" or "scalar".
+// What new work runs on, for logs: "avx512 + amx", "avx512", "avx2 + avx-vnni", "avx2", "neon" or "scalar".
 const char* kernels_summary();
 
 }  // namespace mtp::kernels

@@ -1,0 +1,135 @@
+// The canonical summation orders the kernel files name, computed here in plain C++ from the weights' bytes
+// and the prepared activations: the levels that claim an order must give exactly its bits, so an x86 machine
+// at avx2 and an Arm one at neon compute the same numbers (each host checks the levels it has).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/pack.h"
+#include "matmul_internal.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+
+namespace mtp {
+namespace {
+
+using kernels::Isa;
+using kernels::PreparedActivations;
+using test::IsaScope;
+using test::Pattern;
+
+// The signed activation value i of a prepared row (stored offset by 128 at avx512).
+int act_value(const uint8_t* row, int64_t i, Isa isa) {
+  return static_cast<int8_t>(row[i] ^ (isa == Isa::kAvx512 ? 0x80 : 0));
+}
+
+// IQ4_XS (matmul_avx2_iq4xs.cpp, matmul_neon.cpp): isum(sb) = sum over j of (ls_j - 32) * (32 products),
+// exact; acc = fma(float(isum), d_w * d_x, acc) over sb in order.
+float iq4xs_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(w) + sb;
+    int32_t isum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((b->scales_h >> (2 * j)) & 3) << 4);
+      int32_t s = 0;
+      for (int k = 0; k < 16; ++k) {
+        const uint8_t q = b->qs[16 * j + k];
+        s += kIq4nlValues[q & 15] * act_value(x, 256 * sb + 32 * j + k, isa);
+        s += kIq4nlValues[q >> 4] * act_value(x, 256 * sb + 32 * j + 16 + k, isa);
+      }
+      isum += (ls - 32) * s;
+    }
+    const float c = fp16_to_fp32(b->d) * kernels::detail::act_d(x, l)[sb];
+    acc = std::fma(static_cast<float>(isum), c, acc);
+  }
+  return acc;
+}
+
+// Q8_0 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp, matmul_neon.cpp): acc = fma(float(isum_b), d_w * d_x,
+// acc) over blocks in order.
+float q8_0_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < l.nb; ++b) {
+    const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w) + b;
+    int32_t isum = 0;
+    for (int k = 0; k < 32; ++k) isum += blk->qs[k] * act_value(x, 32 * b + k, isa);
+    const float c = fp16_to_fp32(blk->d) * kernels::detail::act_d(x, l)[b];
+    acc = std::fma(static_cast<float>(isum), c, acc);
+  }
+  return acc;
+}
+
+struct Case {
+  GgmlType type;
+  std::vector<Isa> levels;  // the levels whose kernels claim the order
+  float (*canonical)(const uint8_t*, const uint8_t*, const kernels::detail::ActLayout&, Isa);
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << type_name(c.type);
+}
+
+class CanonicalOrder : public ::testing::TestWithParam<Case> {};
+
+// Row format and (where the level packs the type) packed, every batch size up to 9, every pattern.
+TEST_P(CanonicalOrder, LevelsGiveTheCanonicalBits) {
+  const Case& c = GetParam();
+  const int64_t n_in = kernels::act_format(c.type) == kernels::ActFormat::kQ8_K ? 256 * 3 : 32 * 13;
+  const int64_t n_out = 35, n_rows = 9;  // two whole tiles and a partial one
+  const int64_t rb = row_size(c.type, n_in);
+  int tested = 0;
+  for (Isa isa : c.levels) {
+    if (!kernels::isa_supported(isa)) continue;
+    for (bool vnni : test::vnni_settings(isa)) {
+      test::VnniScope vs(vnni);
+      IsaScope scope(isa);
+      for (Pattern p : {Pattern::kGaussian, Pattern::kLarge, Pattern::kSpikes}) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + (vnni ? " vnni " : " ") + test::pattern_name(p));
+        const test::QuantMatrix m =
+            test::make_matrix(c.type, test::make_values(p, n_out, n_in, 21), n_in, n_out);
+        const std::vector<float> x = test::make_values(p, n_rows, n_in, 22);
+        PreparedActivations acts;
+        acts.prepare(kernels::act_format(c.type), x.data(), n_rows, n_in, n_in);
+        std::vector<kernels::MatrixView> views = {m.view()};
+        std::vector<uint8_t> packed;
+        if (kernels::has_packed_kernel(c.type)) {  // whole tiles only
+          const kernels::MatrixView whole = kernels::MatrixView::contiguous(c.type, m.bytes.data(), n_in, 32);
+          packed.resize(static_cast<size_t>(32 * rb));
+          views.push_back(kernels::pack_matrix(whole, packed.data()));
+        }
+        for (const kernels::MatrixView& v : views) {
+          for (int64_t rows = 1; rows <= n_rows; ++rows) {
+            std::vector<float> y(static_cast<size_t>(rows * v.n_out));
+            std::vector<int32_t> list(static_cast<size_t>(rows));
+            for (int64_t i = 0; i < rows; ++i) list[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+            kernels::matmul_range(v, acts, list.data(), rows, 0, v.n_out, y.data(), v.n_out);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t o = 0; o < v.n_out; ++o) {
+                const float want = c.canonical(m.bytes.data() + o * rb, acts.row(r), acts.layout(), isa);
+                const float got = y[static_cast<size_t>(r * v.n_out + o)];
+                ASSERT_EQ(0, std::memcmp(&want, &got, 4))
+                    << (v.packed ? "packed" : "rows") << ", batch " << rows << ", row " << r << " out " << o
+                    << ": " << got << " vs " << want;
+              }
+          }
+        }
+      }
+      ++tested;
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "this CPU has none of the levels";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, CanonicalOrder,
+    ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
+                      Case{GgmlType::Q8_0, {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}, q8_0_canonical}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(type_name(i.param.type)); });
+
+}  // namespace
+}  // namespace mtp
