@@ -49,10 +49,10 @@ bool detect_avx_vnni() {
 #endif
 }
 
-// The starting level and AVX-VNNI setting. MTP_ISA=scalar|avx2|avxvnni|avx512|neon in the environment starts the
-// process below the CPU's best (to measure or test the AVX2 kernels on an AVX-512 host, or plain AVX2 on an
-// AVX-VNNI one). The tools refuse a value that is not known or that the CPU lacks (isa_env_error); a library
-// user that does not ask gets the CPU's best, with the reason printed once on stderr.
+// The starting level and AVX-VNNI setting. MTP_ISA=scalar|avx2|avxvnni|avx512|neon in the environment starts
+// the process below the CPU's best (to measure or test the AVX2 kernels on an AVX-512 host, or plain AVX2 on
+// an AVX-VNNI one). The tools refuse a value that is not known or that the CPU lacks (isa_env_error); a
+// library user that does not ask gets the CPU's best, with the reason printed once on stderr.
 struct Start {
   Isa isa;
   bool vnni;
