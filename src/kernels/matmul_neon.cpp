@@ -1,13 +1,18 @@
 // Arm kernels (the `neon` level: AArch64 NEON with the dot-product extension, ARMv8.2-A and later: Graviton
-// 2-4, Ampere Altra, Neoverse, Cortex-A76 and later, Apple M1 and later) for the types the model files carry
-// most: IQ4_XS and Q8_0 weights against Q8_K / Q8_0 activations. The other types run their scalar kernels at
-// this level.
+// 2-4, Ampere Altra, Neoverse, Cortex-A76 and later, Apple M1 and later) for the quantized types of the model
+// files: IQ4_XS, Q8_0, Q4_K, Q5_K and Q6_K weights against Q8_K / Q8_0 activations. The float types run their
+// scalar kernels at this level.
 //
 // Canonical order of one (weight row, activation row) pair, that of the AVX2 level (matmul_avx2_iq4xs.cpp,
-// matmul_avx2_q8_0.cpp), so an Arm machine and an x86 one at `avx2` give the same bits:
-//   IQ4_XS: isum(sb) = sum over sub-blocks j of (ls_j - 32) * (sum of 32 q * w), exact in int32, then
-//           acc = fma(float(isum(sb)), d_w(sb) * d_x(sb), acc) for sb = 0, 1, ... in order;
-//   Q8_0:   isum_b = the 32 products of block b (exact), then acc = fma(float(isum_b), d_w(b) * d_x(b), acc).
+// matmul_avx2_q8_0.cpp, matmul_avx2_q45k.cpp, matmul_avx2_q6k.cpp), so an Arm machine and an x86 one at
+// `avx2` give the same bits. Per super-block (block for Q8_0) sb, in order from 0, with exact int32 sums:
+//   IQ4_XS: isum(sb) = sum over sub-blocks j of (ls_j - 32) * (sum of 32 q * w);
+//           acc = fma(float(isum(sb)), d_w(sb) * d_x(sb), acc)
+//   Q8_0:   isum_b = the 32 products of block b; acc = fma(float(isum_b), d_w(b) * d_x(b), acc)
+//   Q6_K:   isum(sb) = sum over the 16 sub-blocks i of sc_i * (sum of 16 (u - 32) * x); as IQ4_XS
+//   Q4_K, Q5_K: isum(sb) = sum over j of sc_j * (sum of 32 q * x), msum(sb) = sum over j of m_j * (sum of
+//           32 x); acc = fma(float(isum), d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm);
+//           out = acc - accm
 // sdot (vdotq_s32) sums 4 products of signed bytes into each int32 lane, so the sums need no sign trick and
 // no widening; each activation row keeps its own lanes, and the rows' totals meet in one float register
 // whose lane r is row r's fma chain, the same instructions whatever the number of rows (batch invariance).
@@ -104,6 +109,101 @@ TD void q8_0_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, 
   store_rows<NR>(acc, out);
 }
 
+// ---- Q6_K ----
+
+// The 128 six-bit values of half h of a Q6_K super-block, minus 32, as 8 sub-blocks of 16 (sub-block 8h + i).
+TD inline void q6k_half(const BlockQ6_K& b, int h, int8x16_t (&v)[8]) {
+  const uint8_t* ql = b.ql + 64 * h;
+  const uint8_t* qh = b.qh + 32 * h;
+  const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
+  const uint8x16_t l[4] = {vld1q_u8(ql), vld1q_u8(ql + 16), vld1q_u8(ql + 32), vld1q_u8(ql + 48)};
+  const uint8x16_t hb[2] = {vld1q_u8(qh), vld1q_u8(qh + 16)};
+  for (int i = 0; i < 8; ++i) {
+    // Sub-blocks 0-3: low nibbles of ql bytes 0-63; 4-7: their high nibbles; qh bit pairs 0, 2, 4, 6.
+    const uint8x16_t lo = i < 4 ? vandq_u8(l[i], m4) : vshrq_n_u8(l[i - 4], 4);
+    const int shift = 2 * (i / 2);
+    const uint8x16_t hi = vandq_u8(vshlq_u8(hb[i % 2], vdupq_n_s8(static_cast<int8_t>(-shift))), m3);
+    v[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+  }
+}
+
+template <int NR>
+TD void q6k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w)[sb];
+    int32x4_t isum[kRowsPerCall];
+    for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h) {
+      int8x16_t v[8];
+      q6k_half(blk, h, v);
+      for (int i = 0; i < 8; ++i) {
+        const int s = 8 * h + i;
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 16 * s;
+          isum[r] = vmlaq_n_s32(isum[r], vdotq_s32(vdupq_n_s32(0), v[i], vld1q_s8(xq)), blk.scales[s]);
+        }
+      }
+    }
+    float dx[kRowsPerCall] = {};
+    for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
+    acc = add_scaled<NR>(acc, row_totals<NR>(isum), fp16_to_fp32(blk.d), dx);
+  }
+  store_rows<NR>(acc, out);
+}
+
+// ---- Q4_K and Q5_K ----
+
+// The 32 levels (0-15, or 0-31 with Q5_K's fifth bit) of sub-block j of a super-block, as two int8x16.
+template <bool kFive>
+TD inline void q45k_sub_block(const uint8_t* blk, int j, int8x16_t (&v)[2]) {
+  const uint8_t* qs =
+      blk + (kFive ? 48 : 16) + 32 * (j / 2);  // chunk j / 2: sub-blocks j (low), j + 1 (high)
+  for (int k = 0; k < 2; ++k) {
+    const uint8x16_t q = vld1q_u8(qs + 16 * k);
+    uint8x16_t lv = j % 2 == 0 ? vandq_u8(q, vdupq_n_u8(0x0F)) : vshrq_n_u8(q, 4);
+    if (kFive) {
+      const uint8x16_t qh = vld1q_u8(blk + 16 + 16 * k);
+      const uint8x16_t bit = vandq_u8(vshlq_u8(qh, vdupq_n_s8(static_cast<int8_t>(-j))), vdupq_n_u8(1));
+      lv = vorrq_u8(lv, vshlq_n_u8(bit, 4));
+    }
+    v[k] = vreinterpretq_s8_u8(lv);
+  }
+}
+
+template <bool kFive, int NR>
+TD void q45k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  const size_t bytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  float32x4_t acc = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const uint8_t* blk = w + sb * bytes;
+    uint16_t d, dmin;
+    std::memcpy(&d, blk, 2);
+    std::memcpy(&dmin, blk + 2, 2);
+    int32x4_t isum[kRowsPerCall];
+    int32_t msum[kRowsPerCall] = {};
+    for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_k_scale(j, blk + 4, &sc, &m);
+      int8x16_t v[2];
+      q45k_sub_block<kFive>(blk, j, v);
+      for (int r = 0; r < NR; ++r) {
+        const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 32 * j;
+        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), v[0], vld1q_s8(xq)), v[1], vld1q_s8(xq + 16));
+        isum[r] = vmlaq_n_s32(isum[r], p, sc);
+        const int16_t* bs = act_bsums(x[r], l) + 16 * sb + 2 * j;
+        msum[r] += m * (bs[0] + bs[1]);
+      }
+    }
+    float dx[kRowsPerCall] = {};
+    for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
+    acc = add_scaled<NR>(acc, row_totals<NR>(isum), fp16_to_fp32(d), dx);
+    accm = add_scaled<NR>(accm, vld1q_s32(msum), fp16_to_fp32(dmin), dx);
+  }
+  store_rows<NR>(vsubq_f32(acc, accm), out);
+}
+
 // One weight row against nr <= kMaxTileRows activation rows, kRowsPerCall at a time.
 template <template <int> class Row>
 void rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
@@ -137,11 +237,33 @@ struct Q8_0 {
   }
 };
 
+template <int NR>
+struct Q6K {
+  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    q6k_row<NR>(w, x, l, out);
+  }
+};
+template <int NR>
+struct Q4K {
+  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    q45k_row<false, NR>(w, x, l, out);
+  }
+};
+template <int NR>
+struct Q5K {
+  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    q45k_row<true, NR>(w, x, l, out);
+  }
+};
+
 KernelSet make_set() {
   KernelSet s = scalar_kernels();
   s.tile_rows = kMaxTileRows;
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = rows<Iq4xs>;
   s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<Q8_0>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<Q6K>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<Q4K>;
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<Q5K>;
   return s;
 }
 

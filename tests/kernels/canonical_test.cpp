@@ -64,11 +64,74 @@ float q8_0_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::
   return acc;
 }
 
+// Q6_K (matmul_avx2_q6k.cpp, matmul_avx512_q6k.cpp, matmul_neon.cpp): isum(sb) = sum over the 16 sub-blocks
+// i of sc_i * (16 products of q = u - 32), exact; acc = fma(float(isum), d_w * d_x, acc).
+float q6k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(w) + sb;
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0;
+      for (int k = 0; k < 16; ++k) {
+        // Element e of half h: low 4 bits from ql (byte e % 64, high nibble for e >= 64), top 2 from qh
+        // (byte e % 32, bit pair e / 32).
+        const int e = (16 * s + k) % 128, h = s / 8;
+        const uint8_t ql = b->ql[64 * h + e % 64], qh = b->qh[32 * h + e % 32];
+        const int u = (e < 64 ? ql & 15 : ql >> 4) | (((qh >> (2 * (e / 32))) & 3) << 4);
+        t += (u - 32) * act_value(x, 256 * sb + 16 * s + k, isa);
+      }
+      isum += b->scales[s] * t;
+    }
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b->d) * kernels::detail::act_d(x, l)[sb], acc);
+  }
+  return acc;
+}
+
+// Q4_K and Q5_K (matmul_avx2_q45k.cpp, matmul_avx512_q45k.cpp, matmul_neon.cpp): isum(sb) = sum over j of
+// sc_j * (32 products), msum(sb) = sum over j of m_j * (sum of the 32 x), exact; acc = fma(float(isum),
+// d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm); out = acc - accm.
+template <bool kFive>
+float q45k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  const int64_t bytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  float acc = 0.0f, accm = 0.0f;
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const uint8_t* blk = w + sb * bytes;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* qs = blk + (kFive ? 48 : 16);
+    uint16_t d, dmin;
+    std::memcpy(&d, blk, 2);
+    std::memcpy(&dmin, blk + 2, 2);
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_k_scale(j, blk + 4, &sc, &m);
+      int32_t t = 0, xs = 0;
+      for (int k = 0; k < 32; ++k) {
+        // Sub-blocks 2c and 2c + 1 are the low and high nibbles of bytes 32c..32c+31; Q5_K's bit j of qh[k].
+        const uint8_t q = qs[32 * (j / 2) + k];
+        const int v = (j % 2 == 0 ? q & 15 : q >> 4) | (kFive ? ((qh[k] >> j) & 1) << 4 : 0);
+        const int xv = act_value(x, 256 * sb + 32 * j + k, isa);
+        t += v * xv;
+        xs += xv;
+      }
+      isum += sc * t;
+      msum += m * xs;
+    }
+    const float dx = kernels::detail::act_d(x, l)[sb];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(d) * dx, acc);
+    accm = std::fma(static_cast<float>(msum), fp16_to_fp32(dmin) * dx, accm);
+  }
+  return acc - accm;
+}
+
 struct Case {
   GgmlType type;
   std::vector<Isa> levels;  // the levels whose kernels claim the order
   float (*canonical)(const uint8_t*, const uint8_t*, const kernels::detail::ActLayout&, Isa);
 };
+
+const std::vector<Isa> kAllButScalar = {Isa::kAvx2, Isa::kAvx512, Isa::kNeon};
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << type_name(c.type);
@@ -125,11 +188,15 @@ TEST_P(CanonicalOrder, LevelsGiveTheCanonicalBits) {
   if (tested == 0) GTEST_SKIP() << "this CPU has none of the levels";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, CanonicalOrder,
-    ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
-                      Case{GgmlType::Q8_0, {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}, q8_0_canonical}),
-    [](const ::testing::TestParamInfo<Case>& i) { return std::string(type_name(i.param.type)); });
+INSTANTIATE_TEST_SUITE_P(Types, CanonicalOrder,
+                         ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
+                                           Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
+                                           Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
+                                           Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
+                                           Case{GgmlType::Q5_K, kAllButScalar, q45k_canonical<true>}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(type_name(i.param.type));
+                         });
 
 }  // namespace
 }  // namespace mtp
