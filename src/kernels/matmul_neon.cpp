@@ -46,7 +46,6 @@ TD inline int32x4_t row_totals(const int32x4_t* s) {
 }
 
 // acc[r] = fma(float(isum[r]), dw * d_x[r], acc[r]) in lane r.
-template <int NR>
 TD inline float32x4_t add_scaled(float32x4_t acc, int32x4_t isum, float dw, const float (&dx)[kRowsPerCall]) {
   const float32x4_t c = vmulq_n_f32(vld1q_f32(dx), dw);
   return vfmaq_f32(acc, vcvtq_f32_s32(isum), c);
@@ -84,7 +83,7 @@ TD void iq4xs_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l,
     }
     float dx[kRowsPerCall] = {};
     for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-    acc = add_scaled<NR>(acc, row_totals<NR>(isum), fp16_to_fp32(blk->d), dx);
+    acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk->d), dx);
   }
   store_rows<NR>(acc, out);
 }
@@ -104,7 +103,7 @@ TD void q8_0_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, 
       s[r] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(xq)), w1, vld1q_s8(xq + 16));
       dx[r] = act_d(x[r], l)[b];
     }
-    acc = add_scaled<NR>(acc, row_totals<NR>(s), fp16_to_fp32(blk->d), dx);
+    acc = add_scaled(acc, row_totals<NR>(s), fp16_to_fp32(blk->d), dx);
   }
   store_rows<NR>(acc, out);
 }
@@ -147,7 +146,7 @@ TD void q6k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, f
     }
     float dx[kRowsPerCall] = {};
     for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-    acc = add_scaled<NR>(acc, row_totals<NR>(isum), fp16_to_fp32(blk.d), dx);
+    acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk.d), dx);
   }
   store_rows<NR>(acc, out);
 }
@@ -198,8 +197,8 @@ TD void q45k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, 
     }
     float dx[kRowsPerCall] = {};
     for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-    acc = add_scaled<NR>(acc, row_totals<NR>(isum), fp16_to_fp32(d), dx);
-    accm = add_scaled<NR>(accm, vld1q_s32(msum), fp16_to_fp32(dmin), dx);
+    acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(d), dx);
+    accm = add_scaled(accm, vld1q_s32(msum), fp16_to_fp32(dmin), dx);
   }
   store_rows<NR>(vsubq_f32(acc, accm), out);
 }

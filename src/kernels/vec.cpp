@@ -1,4 +1,4 @@
-// Vector kernels: scalar twins, and AVX2 / AVX-512 versions generated from vec_impl.inc.
+// Vector kernels: scalar twins, and AVX2 / AVX-512 / NEON versions generated from vec_impl.inc.
 #include "kernels/vec.h"
 
 #include <algorithm>
@@ -15,6 +15,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#endif
+#if MTP_HAVE_ARM_DOTPROD
+#include <arm_neon.h>
 #endif
 
 namespace mtp::kernels {
@@ -133,6 +136,9 @@ VT inline void vst(float* p, V v) {
 VT inline void vstream(float* p, V v) {
   _mm512_stream_ps(p, v);
 }
+VT inline void vstream_fence() {
+  _mm_sfence();
+}
 VT inline V vset(float a) {
   return _mm512_set1_ps(a);
 }
@@ -228,6 +234,9 @@ VT inline void vst(float* p, V v) {
 VT inline void vstream(float* p, V v) {
   _mm256_stream_ps(p, v);
 }
+VT inline void vstream_fence() {
+  _mm_sfence();
+}
 VT inline V vset(float a) {
   return _mm256_set1_ps(a);
 }
@@ -312,6 +321,80 @@ VT inline float vhmax(V v) {
     case Isa::kScalar:                         \
       break;                                   \
   }                                            \
+  return scalar::name(__VA_ARGS__)
+#elif MTP_HAVE_ARM_DOTPROD
+namespace neon {
+#define VT MTP_TARGET_DOTPROD
+using V = float32x4_t;
+constexpr int W = 4;
+VT inline V vld(const float* p) {
+  return vld1q_f32(p);
+}
+VT inline void vst(float* p, V v) {
+  vst1q_f32(p, v);
+}
+// No non-temporal store intrinsic: plain stores, which need no fence.
+VT inline void vstream(float* p, V v) {
+  vst1q_f32(p, v);
+}
+VT inline void vstream_fence() {}
+VT inline V vset(float a) {
+  return vdupq_n_f32(a);
+}
+VT inline V vadd(V a, V b) {
+  return vaddq_f32(a, b);
+}
+VT inline V vsub(V a, V b) {
+  return vsubq_f32(a, b);
+}
+VT inline V vmul(V a, V b) {
+  return vmulq_f32(a, b);
+}
+VT inline V vdiv(V a, V b) {
+  return vdivq_f32(a, b);
+}
+VT inline V vfma(V a, V b, V c) {
+  return vfmaq_f32(c, a, b);
+}
+VT inline V vmax(V a, V b) {
+  return vmaxq_f32(a, b);
+}
+VT inline V vmin(V a, V b) {
+  return vminq_f32(a, b);
+}
+VT inline V vround(V a) {
+  return vrndnq_f32(a);
+}
+VT inline V vpow2i(V n) {
+  return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
+VT inline V vlt(V x, V y, V a, V b) {
+  return vbslq_f32(vcltq_f32(x, y), a, b);
+}
+VT inline float vhsum(V v) {
+  return vaddvq_f32(v);
+}
+VT inline float vhmax(V v) {
+  return vmaxvq_f32(v);
+}
+// out lane i = the sum of v[i]'s lanes, (l0 + l1) + (l2 + l3) for each of the 4 vectors.
+VT inline V vsum_lanes(const V* v) {
+  return vpaddq_f32(vpaddq_f32(v[0], v[1]), vpaddq_f32(v[2], v[3]));
+}
+// One key per block (W / 4): lane h, query h's sum, times scale, into out[h * stride].
+VT inline void vstore_key_rows(V sums, float scale, float* out, int64_t stride) {
+  const V t = vmulq_n_f32(sums, scale);
+  out[0] = vgetq_lane_f32(t, 0);
+  out[stride] = vgetq_lane_f32(t, 1);
+  out[2 * stride] = vgetq_lane_f32(t, 2);
+  out[3 * stride] = vgetq_lane_f32(t, 3);
+}
+#include "vec_impl.inc"
+#undef VT
+}  // namespace neon
+
+#define MTP_VEC_DISPATCH(name, ...)                                      \
+  if (active_isa() == Isa::kNeon) return neon::name##_impl(__VA_ARGS__); \
   return scalar::name(__VA_ARGS__)
 #else
 #define MTP_VEC_DISPATCH(name, ...) return scalar::name(__VA_ARGS__)
