@@ -1,7 +1,7 @@
 // Arm kernels (the `neon` level: AArch64 NEON with the dot-product extension, ARMv8.2-A and later: Graviton
 // 2-4, Ampere Altra, Neoverse, Cortex-A76 and later, Apple M1 and later) for the quantized types of the model
-// files: IQ4_XS, Q8_0, Q4_K, Q5_K and Q6_K weights against Q8_K / Q8_0 activations. The float types run their
-// scalar kernels at this level.
+// files: IQ4_XS, Q8_0, Q4_K, Q5_K and Q6_K weights against Q8_K / Q8_0 activations, and the float types (F32,
+// F16, BF16) against f32 activations. Q4_0 and IQ4_NL run their scalar kernels at this level.
 //
 // Canonical order of one (weight row, activation row) pair, that of the AVX2 level (matmul_avx2_iq4xs.cpp,
 // matmul_avx2_q8_0.cpp, matmul_avx2_q45k.cpp, matmul_avx2_q6k.cpp), so an Arm machine and an x86 one at
@@ -203,6 +203,58 @@ TD void q45k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, 
   store_rows<NR>(vsubq_f32(acc, accm), out);
 }
 
+// ---- float weights (F32, F16, BF16) with f32 activations (zero-padded to 16) ----
+//
+// The avx2 level's order (matmul_avx2.cpp): 8 lanes, lane k summing elements 8c + k by fma in order of c
+// (two 4-lane registers here), then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+
+enum class FKind { kF32, kF16, kBF16 };
+
+// Weights 8c..8c+7 as floats (lo: the first 4), zeros past n.
+template <FKind kKind>
+TD inline void load_w8(const uint8_t* w, int64_t c, int64_t n, float32x4_t& lo, float32x4_t& hi) {
+  constexpr int kSize = kKind == FKind::kF32 ? 4 : 2;
+  const int64_t left = n - 8 * c;
+  alignas(16) uint8_t tail[32] = {};
+  const uint8_t* p = w + 8 * c * kSize;
+  if (left < 8) {
+    if (left > 0) std::memcpy(tail, p, static_cast<size_t>(left) * kSize);
+    p = tail;
+  }
+  if constexpr (kKind == FKind::kF32) {
+    lo = vld1q_f32(reinterpret_cast<const float*>(p));
+    hi = vld1q_f32(reinterpret_cast<const float*>(p) + 4);
+  } else if constexpr (kKind == FKind::kF16) {
+    const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(p));
+    lo = vcvt_f32_f16(vget_low_f16(h));
+    hi = vcvt_f32_f16(vget_high_f16(h));
+  } else {
+    const uint16x8_t b = vreinterpretq_u16_u8(vld1q_u8(p));
+    lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(b), 16));
+    hi = vreinterpretq_f32_u32(vshll_n_u16(vget_high_u16(b), 16));
+  }
+}
+
+template <FKind kKind, int NR>
+TD void float_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+  float32x4_t lo[kRowsPerCall], hi[kRowsPerCall];
+  for (int r = 0; r < NR; ++r) lo[r] = hi[r] = vdupq_n_f32(0.0f);
+  for (int64_t c = 0; c < 2 * l.nb; ++c) {
+    float32x4_t wl, wh;
+    load_w8<kKind>(w, c, l.n_in, wl, wh);
+    for (int r = 0; r < NR; ++r) {
+      const float* xr = act_f32(x[r]) + 8 * c;
+      lo[r] = vfmaq_f32(lo[r], wl, vld1q_f32(xr));
+      hi[r] = vfmaq_f32(hi[r], wh, vld1q_f32(xr + 4));
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    const float32x4_t s = vaddq_f32(lo[r], hi[r]);                      // a_k + a_{k+4}
+    const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));  // (s0 + s2), (s1 + s3)
+    out[r] = vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+  }
+}
+
 // One weight row against nr <= kMaxTileRows activation rows, kRowsPerCall at a time.
 template <template <int> class Row>
 void rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
@@ -255,6 +307,16 @@ struct Q5K {
   }
 };
 
+template <FKind kKind>
+struct Float {
+  template <int NR>
+  struct Row {
+    static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+      float_row<kKind, NR>(w, x, l, out);
+    }
+  };
+};
+
 KernelSet make_set() {
   KernelSet s = scalar_kernels();
   s.tile_rows = kMaxTileRows;
@@ -263,6 +325,9 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<Q6K>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<Q4K>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<Q5K>;
+  s.dot[static_cast<int>(GgmlType::F32)] = rows<Float<FKind::kF32>::Row>;
+  s.dot[static_cast<int>(GgmlType::F16)] = rows<Float<FKind::kF16>::Row>;
+  s.dot[static_cast<int>(GgmlType::BF16)] = rows<Float<FKind::kBF16>::Row>;
   return s;
 }
 

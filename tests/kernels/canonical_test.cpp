@@ -125,6 +125,31 @@ float q45k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::
   return acc - accm;
 }
 
+// F32, F16, BF16 (matmul_avx2.cpp, matmul_neon.cpp): 8 lanes, lane k summing the products of elements 8c + k
+// by fma in order of c (weights past n_in 0, activations zero-padded), then ((a0 + a4) + (a2 + a6)) +
+// ((a1 + a5) + (a3 + a7)).
+template <GgmlType kType>
+float float_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa) {
+  const float* xf = kernels::detail::act_f32(x);
+  float a[8] = {};
+  for (int64_t c = 0; c < 2 * l.nb; ++c)
+    for (int k = 0; k < 8; ++k) {
+      const int64_t i = 8 * c + k;
+      float wv = 0.0f;
+      if (i < l.n_in) {
+        if constexpr (kType == GgmlType::F32) {
+          std::memcpy(&wv, w + 4 * i, 4);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, w + 2 * i, 2);
+          wv = kType == GgmlType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+        }
+      }
+      a[k] = std::fma(wv, xf[i], a[k]);
+    }
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 struct Case {
   GgmlType type;
   std::vector<Isa> levels;  // the levels whose kernels claim the order
@@ -142,8 +167,11 @@ class CanonicalOrder : public ::testing::TestWithParam<Case> {};
 // Row format and (where the level packs the type) packed, every batch size up to 9, every pattern.
 TEST_P(CanonicalOrder, LevelsGiveTheCanonicalBits) {
   const Case& c = GetParam();
-  const int64_t n_in = kernels::act_format(c.type) == kernels::ActFormat::kQ8_K ? 256 * 3 : 32 * 13;
-  const int64_t n_out = 35, n_rows = 9;  // two whole tiles and a partial one
+  const kernels::ActFormat format = kernels::act_format(c.type);
+  const int64_t n_in = format == kernels::ActFormat::kQ8_K   ? 256 * 3
+                       : format == kernels::ActFormat::kQ8_0 ? 32 * 13
+                                                             : 333;  // a tail of 5 past a multiple of 8
+  const int64_t n_out = 35, n_rows = 9;                              // two whole tiles and a partial one
   const int64_t rb = row_size(c.type, n_in);
   int tested = 0;
   for (Isa isa : c.levels) {
@@ -188,15 +216,17 @@ TEST_P(CanonicalOrder, LevelsGiveTheCanonicalBits) {
   if (tested == 0) GTEST_SKIP() << "this CPU has none of the levels";
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, CanonicalOrder,
-                         ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
-                                           Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
-                                           Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
-                                           Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
-                                           Case{GgmlType::Q5_K, kAllButScalar, q45k_canonical<true>}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(type_name(i.param.type));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Types, CanonicalOrder,
+    ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
+                      Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
+                      Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
+                      Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
+                      Case{GgmlType::Q5_K, kAllButScalar, q45k_canonical<true>},
+                      Case{GgmlType::F32, {Isa::kAvx2, Isa::kNeon}, float_canonical<GgmlType::F32>},
+                      Case{GgmlType::F16, {Isa::kAvx2, Isa::kNeon}, float_canonical<GgmlType::F16>},
+                      Case{GgmlType::BF16, {Isa::kAvx2, Isa::kNeon}, float_canonical<GgmlType::BF16>}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(type_name(i.param.type)); });
 
 }  // namespace
 }  // namespace mtp
