@@ -61,52 +61,57 @@ TD inline void store_rows(float32x4_t acc, float* out) {
 // ---- IQ4_XS ----
 
 template <int NR>
-TD void iq4xs_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  const int8x16_t table = vld1q_s8(kIq4nlValues);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const BlockIQ4_XS* blk = reinterpret_cast<const BlockIQ4_XS*>(w + sb * sizeof(BlockIQ4_XS));
-    int32x4_t isum[kRowsPerCall];
-    for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
-    for (int j = 0; j < 8; ++j) {
-      const int ls = ((blk->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((blk->scales_h >> (2 * j)) & 3) << 4);
-      // Bytes 0-15 of the sub-block: low nibbles are elements 0-15, high nibbles 16-31.
-      const uint8x16_t q = vld1q_u8(blk->qs + 16 * j);
-      const int8x16_t wlo = vqtbl1q_s8(table, vandq_u8(q, m4));
-      const int8x16_t whi = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
-      for (int r = 0; r < NR; ++r) {
-        const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 32 * j;
-        const int32x4_t d = vdotq_s32(vdotq_s32(vdupq_n_s32(0), wlo, vld1q_s8(xq)), whi, vld1q_s8(xq + 16));
-        isum[r] = vmlaq_n_s32(isum[r], d, ls - 32);
+struct Iq4xsRow {
+  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    const int8x16_t table = vld1q_s8(kIq4nlValues);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t sb = 0; sb < l.nb; ++sb) {
+      const BlockIQ4_XS* blk = reinterpret_cast<const BlockIQ4_XS*>(w + sb * sizeof(BlockIQ4_XS));
+      int32x4_t isum[kRowsPerCall];
+      for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        const int ls =
+            ((blk->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((blk->scales_h >> (2 * j)) & 3) << 4);
+        // Bytes 0-15 of the sub-block: low nibbles are elements 0-15, high nibbles 16-31.
+        const uint8x16_t q = vld1q_u8(blk->qs + 16 * j);
+        const int8x16_t wlo = vqtbl1q_s8(table, vandq_u8(q, m4));
+        const int8x16_t whi = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 32 * j;
+          const int32x4_t d = vdotq_s32(vdotq_s32(vdupq_n_s32(0), wlo, vld1q_s8(xq)), whi, vld1q_s8(xq + 16));
+          isum[r] = vmlaq_n_s32(isum[r], d, ls - 32);
+        }
       }
+      float dx[kRowsPerCall] = {};
+      for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
+      acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk->d), dx);
     }
-    float dx[kRowsPerCall] = {};
-    for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-    acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk->d), dx);
+    store_rows<NR>(acc, out);
   }
-  store_rows<NR>(acc, out);
-}
+};
 
 // ---- Q8_0 ----
 
 template <int NR>
-TD void q8_0_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < l.nb; ++b) {
-    const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w + b * sizeof(BlockQ8_0));
-    const int8x16_t w0 = vld1q_s8(blk->qs), w1 = vld1q_s8(blk->qs + 16);
-    int32x4_t s[kRowsPerCall];
-    float dx[kRowsPerCall] = {};
-    for (int r = 0; r < NR; ++r) {
-      const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 32 * b;
-      s[r] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(xq)), w1, vld1q_s8(xq + 16));
-      dx[r] = act_d(x[r], l)[b];
+struct Q8_0Row {
+  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < l.nb; ++b) {
+      const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w + b * sizeof(BlockQ8_0));
+      const int8x16_t w0 = vld1q_s8(blk->qs), w1 = vld1q_s8(blk->qs + 16);
+      int32x4_t s[kRowsPerCall];
+      float dx[kRowsPerCall] = {};
+      for (int r = 0; r < NR; ++r) {
+        const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 32 * b;
+        s[r] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(xq)), w1, vld1q_s8(xq + 16));
+        dx[r] = act_d(x[r], l)[b];
+      }
+      acc = add_scaled(acc, row_totals<NR>(s), fp16_to_fp32(blk->d), dx);
     }
-    acc = add_scaled(acc, row_totals<NR>(s), fp16_to_fp32(blk->d), dx);
+    store_rows<NR>(acc, out);
   }
-  store_rows<NR>(acc, out);
-}
+};
 
 // ---- Q6_K ----
 
@@ -127,29 +132,31 @@ TD inline void q6k_half(const BlockQ6_K& b, int h, int8x16_t (&v)[8]) {
 }
 
 template <int NR>
-TD void q6k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w)[sb];
-    int32x4_t isum[kRowsPerCall];
-    for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
-    for (int h = 0; h < 2; ++h) {
-      int8x16_t v[8];
-      q6k_half(blk, h, v);
-      for (int i = 0; i < 8; ++i) {
-        const int s = 8 * h + i;
-        for (int r = 0; r < NR; ++r) {
-          const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 16 * s;
-          isum[r] = vmlaq_n_s32(isum[r], vdotq_s32(vdupq_n_s32(0), v[i], vld1q_s8(xq)), blk.scales[s]);
+struct Q6kRow {
+  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t sb = 0; sb < l.nb; ++sb) {
+      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w)[sb];
+      int32x4_t isum[kRowsPerCall];
+      for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
+      for (int h = 0; h < 2; ++h) {
+        int8x16_t v[8];
+        q6k_half(blk, h, v);
+        for (int i = 0; i < 8; ++i) {
+          const int s = 8 * h + i;
+          for (int r = 0; r < NR; ++r) {
+            const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 16 * s;
+            isum[r] = vmlaq_n_s32(isum[r], vdotq_s32(vdupq_n_s32(0), v[i], vld1q_s8(xq)), blk.scales[s]);
+          }
         }
       }
+      float dx[kRowsPerCall] = {};
+      for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
+      acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk.d), dx);
     }
-    float dx[kRowsPerCall] = {};
-    for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-    acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk.d), dx);
+    store_rows<NR>(acc, out);
   }
-  store_rows<NR>(acc, out);
-}
+};
 
 // ---- Q4_K and Q5_K ----
 
@@ -171,37 +178,40 @@ TD inline void q45k_sub_block(const uint8_t* blk, int j, int8x16_t (&v)[2]) {
 }
 
 template <bool kFive, int NR>
-TD void q45k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  const size_t bytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  float32x4_t acc = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
-  for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const uint8_t* blk = w + sb * bytes;
-    uint16_t d, dmin;
-    std::memcpy(&d, blk, 2);
-    std::memcpy(&dmin, blk + 2, 2);
-    int32x4_t isum[kRowsPerCall];
-    int32_t msum[kRowsPerCall] = {};
-    for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      unpack_k_scale(j, blk + 4, &sc, &m);
-      int8x16_t v[2];
-      q45k_sub_block<kFive>(blk, j, v);
-      for (int r = 0; r < NR; ++r) {
-        const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 32 * j;
-        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), v[0], vld1q_s8(xq)), v[1], vld1q_s8(xq + 16));
-        isum[r] = vmlaq_n_s32(isum[r], p, sc);
-        const int16_t* bs = act_bsums(x[r], l) + 16 * sb + 2 * j;
-        msum[r] += m * (bs[0] + bs[1]);
+struct Q45kRow {
+  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    const size_t bytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+    float32x4_t acc = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
+    for (int64_t sb = 0; sb < l.nb; ++sb) {
+      const uint8_t* blk = w + sb * bytes;
+      uint16_t d, dmin;
+      std::memcpy(&d, blk, 2);
+      std::memcpy(&dmin, blk + 2, 2);
+      int32x4_t isum[kRowsPerCall];
+      int32_t msum[kRowsPerCall] = {};
+      for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        unpack_k_scale(j, blk + 4, &sc, &m);
+        int8x16_t v[2];
+        q45k_sub_block<kFive>(blk, j, v);
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 32 * j;
+          const int32x4_t p =
+              vdotq_s32(vdotq_s32(vdupq_n_s32(0), v[0], vld1q_s8(xq)), v[1], vld1q_s8(xq + 16));
+          isum[r] = vmlaq_n_s32(isum[r], p, sc);
+          const int16_t* bs = act_bsums(x[r], l) + 16 * sb + 2 * j;
+          msum[r] += m * (bs[0] + bs[1]);
+        }
       }
+      float dx[kRowsPerCall] = {};
+      for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
+      acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(d), dx);
+      accm = add_scaled(accm, vld1q_s32(msum), fp16_to_fp32(dmin), dx);
     }
-    float dx[kRowsPerCall] = {};
-    for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-    acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(d), dx);
-    accm = add_scaled(accm, vld1q_s32(msum), fp16_to_fp32(dmin), dx);
+    store_rows<NR>(vsubq_f32(acc, accm), out);
   }
-  store_rows<NR>(vsubq_f32(acc, accm), out);
-}
+};
 
 // ---- float weights (F32, F16, BF16) with f32 activations (zero-padded to 16) ----
 //
@@ -236,24 +246,26 @@ TD inline void load_w8(const uint8_t* w, int64_t c, int64_t n, float32x4_t& lo, 
 }
 
 template <FKind kKind, int NR>
-TD void float_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  float32x4_t lo[kRowsPerCall], hi[kRowsPerCall];
-  for (int r = 0; r < NR; ++r) lo[r] = hi[r] = vdupq_n_f32(0.0f);
-  for (int64_t c = 0; c < 2 * l.nb; ++c) {
-    float32x4_t wl, wh;
-    load_w8<kKind>(w, c, l.n_in, wl, wh);
+struct FloatRow {
+  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+    float32x4_t lo[kRowsPerCall], hi[kRowsPerCall];
+    for (int r = 0; r < NR; ++r) lo[r] = hi[r] = vdupq_n_f32(0.0f);
+    for (int64_t c = 0; c < 2 * l.nb; ++c) {
+      float32x4_t wl, wh;
+      load_w8<kKind>(w, c, l.n_in, wl, wh);
+      for (int r = 0; r < NR; ++r) {
+        const float* xr = act_f32(x[r]) + 8 * c;
+        lo[r] = vfmaq_f32(lo[r], wl, vld1q_f32(xr));
+        hi[r] = vfmaq_f32(hi[r], wh, vld1q_f32(xr + 4));
+      }
+    }
     for (int r = 0; r < NR; ++r) {
-      const float* xr = act_f32(x[r]) + 8 * c;
-      lo[r] = vfmaq_f32(lo[r], wl, vld1q_f32(xr));
-      hi[r] = vfmaq_f32(hi[r], wh, vld1q_f32(xr + 4));
+      const float32x4_t s = vaddq_f32(lo[r], hi[r]);                      // a_k + a_{k+4}
+      const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));  // (s0 + s2), (s1 + s3)
+      out[r] = vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
     }
   }
-  for (int r = 0; r < NR; ++r) {
-    const float32x4_t s = vaddq_f32(lo[r], hi[r]);                      // a_k + a_{k+4}
-    const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));  // (s0 + s2), (s1 + s3)
-    out[r] = vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
-  }
-}
+};
 
 // One weight row against nr <= kMaxTileRows activation rows, kRowsPerCall at a time.
 template <template <int> class Row>
@@ -276,58 +288,27 @@ void rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l,
 }
 
 template <int NR>
-struct Iq4xs {
-  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    iq4xs_row<NR>(w, x, l, out);
-  }
-};
+using Q4kRow = Q45kRow<false, NR>;
 template <int NR>
-struct Q8_0 {
-  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    q8_0_row<NR>(w, x, l, out);
-  }
-};
-
+using Q5kRow = Q45kRow<true, NR>;
 template <int NR>
-struct Q6K {
-  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    q6k_row<NR>(w, x, l, out);
-  }
-};
+using F32Row = FloatRow<FKind::kF32, NR>;
 template <int NR>
-struct Q4K {
-  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    q45k_row<false, NR>(w, x, l, out);
-  }
-};
+using F16Row = FloatRow<FKind::kF16, NR>;
 template <int NR>
-struct Q5K {
-  static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    q45k_row<true, NR>(w, x, l, out);
-  }
-};
-
-template <FKind kKind>
-struct Float {
-  template <int NR>
-  struct Row {
-    static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-      float_row<kKind, NR>(w, x, l, out);
-    }
-  };
-};
+using Bf16Row = FloatRow<FKind::kBF16, NR>;
 
 KernelSet make_set() {
   KernelSet s = scalar_kernels();
   s.tile_rows = kMaxTileRows;
-  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = rows<Iq4xs>;
-  s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<Q8_0>;
-  s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<Q6K>;
-  s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<Q4K>;
-  s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<Q5K>;
-  s.dot[static_cast<int>(GgmlType::F32)] = rows<Float<FKind::kF32>::Row>;
-  s.dot[static_cast<int>(GgmlType::F16)] = rows<Float<FKind::kF16>::Row>;
-  s.dot[static_cast<int>(GgmlType::BF16)] = rows<Float<FKind::kBF16>::Row>;
+  s.dot[static_cast<int>(GgmlType::IQ4_XS)] = rows<Iq4xsRow>;
+  s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<Q8_0Row>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<Q6kRow>;
+  s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<Q4kRow>;
+  s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<Q5kRow>;
+  s.dot[static_cast<int>(GgmlType::F32)] = rows<F32Row>;
+  s.dot[static_cast<int>(GgmlType::F16)] = rows<F16Row>;
+  s.dot[static_cast<int>(GgmlType::BF16)] = rows<Bf16Row>;
   return s;
 }
 
