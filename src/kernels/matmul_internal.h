@@ -20,8 +20,8 @@
 #else
 #define MTP_HAVE_X86_SIMD 0
 #endif
-// AArch64 with the dot-product extension (sdot), likewise per function, after the HWCAP check (isa.cpp).
-#if defined(__aarch64__) && defined(__GNUC__)
+// AArch64 with the dot-product extension (sdot), likewise per function, after Linux's HWCAP check (isa.cpp).
+#if defined(__aarch64__) && defined(__GNUC__) && defined(__linux__)
 #define MTP_HAVE_ARM_DOTPROD 1
 #define MTP_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
 #else
