@@ -473,8 +473,8 @@ TEST(ApiTest, MetricsTextFormat) {
   cs.tokens_hit = 9;
   cs.kv_bytes = 4096;
   cs.state_bytes = 8192;
-  const std::string text = m.render(Gauges{4, 2, 1, 0, cs});
-  EXPECT_EQ(m.render(Gauges{4, 2, 1, 0, std::nullopt}).find("mtp_prefix_cache_lookups_total"),
+  const std::string text = m.render(Gauges{4, 2, 1, 0, cs, std::nullopt});
+  EXPECT_EQ(m.render(Gauges{4, 2, 1, 0, std::nullopt, std::nullopt}).find("mtp_prefix_cache_lookups_total"),
             std::string::npos);
   const std::regex sample(R"(^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.e+-]+$)");
   std::istringstream in(text);
