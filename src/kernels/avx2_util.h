@@ -47,27 +47,6 @@ MTP_TARGET_AVX2 inline int32_t hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// Up to kMaxTileRows activation rows, 4 at a time, through kernel.template operator()<NR>(first row): each
-// pair's instructions are the same whatever nr is (batch invariance).
-template <class Kernel>
-inline void rows_by_four(int nr, Kernel&& kernel) {
-  for (int i = 0; i < nr; i += 4) {
-    switch (nr - i) {
-      case 1:
-        kernel.template operator()<1>(i);
-        break;
-      case 2:
-        kernel.template operator()<2>(i);
-        break;
-      case 3:
-        kernel.template operator()<3>(i);
-        break;
-      default:
-        kernel.template operator()<4>(i);
-    }
-  }
-}
-
 // One pass of a packed kernel over a tile: adds NR activation rows' sums to acc[16 r + o].
 using PackedPassFn = void (*)(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l, float* acc);
 

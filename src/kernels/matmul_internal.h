@@ -120,6 +120,27 @@ bool set_amx_enabled(bool on);
 bool vbmi_active();
 bool set_vbmi_enabled(bool on);
 
+// Up to kMaxTileRows activation rows, 4 at a time, through kernel.template operator()<NR>(first row): each
+// pair's instructions are the same whatever nr is (batch invariance).
+template <class Kernel>
+inline void rows_by_four(int nr, Kernel&& kernel) {
+  for (int i = 0; i < nr; i += 4) {
+    switch (nr - i) {
+      case 1:
+        kernel.template operator()<1>(i);
+        break;
+      case 2:
+        kernel.template operator()<2>(i);
+        break;
+      case 3:
+        kernel.template operator()<3>(i);
+        break;
+      default:
+        kernel.template operator()<4>(i);
+    }
+  }
+}
+
 inline const float* act_d(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const float*>(row + l.d_off);
 }

@@ -225,9 +225,10 @@ template <FKind kKind>
 TD inline void load_w8(const uint8_t* w, int64_t c, int64_t n, float32x4_t& lo, float32x4_t& hi) {
   constexpr int kSize = kKind == FKind::kF32 ? 4 : 2;
   const int64_t left = n - 8 * c;
-  alignas(16) uint8_t tail[32] = {};
+  alignas(16) uint8_t tail[32];  // filled only for the row's last, partial chunk
   const uint8_t* p = w + 8 * c * kSize;
   if (left < 8) {
+    std::memset(tail, 0, sizeof(tail));
     if (left > 0) std::memcpy(tail, p, static_cast<size_t>(left) * kSize);
     p = tail;
   }
@@ -267,24 +268,11 @@ struct FloatRow {
   }
 };
 
-// One weight row against nr <= kMaxTileRows activation rows, kRowsPerCall at a time.
+// One weight row against nr <= kMaxTileRows activation rows, 4 (kRowsPerCall) at a time.
 template <template <int> class Row>
 void rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  for (int i = 0; i < nr; i += kRowsPerCall) {
-    switch (nr - i) {
-      case 1:
-        Row<1>::run(w, x + i, l, out + i);
-        break;
-      case 2:
-        Row<2>::run(w, x + i, l, out + i);
-        break;
-      case 3:
-        Row<3>::run(w, x + i, l, out + i);
-        break;
-      default:
-        Row<4>::run(w, x + i, l, out + i);
-    }
-  }
+  static_assert(kRowsPerCall == 4, "rows_by_four");
+  rows_by_four(nr, [&]<int NR>(int i) { Row<NR>::run(w, x + i, l, out + i); });
 }
 
 template <int NR>
