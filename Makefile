@@ -32,7 +32,7 @@ TEST_PACKAGES := prometheus nginx-light chromium chromium-driver python3-seleniu
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user googletest
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps train-deps test-deps build build-asan build-fuzz run test unit-test asan-test arm-test fuzz soak chat-goldens bench format clean
+.PHONY: deps train-deps test-deps build build-mtp build-asan build-fuzz run test unit-test asan-test arm-test fuzz soak chat-goldens bench format clean
 
 # $(call install,PACKAGES,APT-FLAGS): installs those of PACKAGES that are missing.
 install = @missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -50,9 +50,16 @@ train-deps:
 test-deps:
 	$(call install,$(TEST_PACKAGES),--no-install-recommends)
 
+configure = cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
 build: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	$(configure)
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Only the `mtp` program and the libraries it links (not the tests, benchmarks or mtp-train): what `make run` needs.
+build-mtp: deps
+	$(configure)
+	cmake --build $(BUILD) -j $(JOBS) --target mtp
 
 build-asan: deps
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
@@ -67,7 +74,7 @@ build-fuzz: deps
 
 # The main job on the bundled model: its summary, then generation with MTP speculative decoding (the text, then
 # tokens/s and the acceptance statistics on stderr).
-run: build
+run: build-mtp
 	./$(BUILD)/src/tools/mtp inspect $(MODEL)
 	./$(BUILD)/src/tools/mtp run -m $(MODEL) -p "def __init__(self" -n 96 --spec mtp --draft-max 3
 

@@ -8,7 +8,7 @@
 namespace mtp::testing {
 namespace {
 
-constexpr int64_t kBlock = 16;
+constexpr int64_t kTreeBlock = 16;
 
 struct TreeTest : ::testing::Test {
   void SetUp() override {
@@ -18,7 +18,7 @@ struct TreeTest : ::testing::Test {
     MemoryOptions mo;
     mo.n_ctx = 256;
     mo.n_seq = 4;
-    mo.block_size = kBlock;
+    mo.block_size = kTreeBlock;
     auto mem = Memory::create(model->config(), mo);
     ASSERT_TRUE(mem.ok());
     memory = std::make_unique<Memory>(std::move(*mem));

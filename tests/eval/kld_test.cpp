@@ -11,30 +11,17 @@
 
 #include "eval/kld_file.h"
 #include "eval/kld_stats.h"
+#include "logits_fixture.h"
 #include "test_util.h"
 
 namespace mtp::eval {
 namespace {
 
+using mtp::eval::testing::log_softmax;
+using mtp::eval::testing::open_error;
+using mtp::eval::testing::random_logits;
 using mtp::testing::TempDir;
-
-std::vector<float> random_logits(int64_t n_vocab, uint64_t seed, float spread = 6.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, spread / 3);
-  std::vector<float> l(static_cast<size_t>(n_vocab));
-  for (float& x : l) x = d(rng);
-  return l;
-}
-
-// Exact log-softmax in double.
-std::vector<double> log_softmax(const std::vector<float>& l) {
-  const double mx = *std::max_element(l.begin(), l.end());
-  double sum = 0;
-  for (const float x : l) sum += std::exp(x - mx);
-  std::vector<double> out;
-  for (const float x : l) out.push_back(x - mx - std::log(sum));
-  return out;
-}
+using mtp::testing::write_bytes;
 
 std::vector<uint16_t> encode(const std::vector<float>& logits, int32_t next, double* nll = nullptr) {
   std::vector<uint16_t> row(static_cast<size_t>(kld_row_words(static_cast<int64_t>(logits.size()))));
@@ -211,49 +198,37 @@ TEST(KldFile, RoundTripsBitForBit) {
   EXPECT_EQ(header[2], 3);
 }
 
-std::string open_error(const std::string& path) {
-  auto f = KldBaseFile::open(path);
-  EXPECT_FALSE(f.ok()) << path;
-  const std::string m = f.ok() ? "" : f.status().message();
-  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  return m;
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
 TEST(KldFile, TruncatedOrCorruptFilesAreOneLineErrors) {
   TempDir dir;
   const std::vector<uint8_t> good = mtp::testing::read_bytes(write_base(dir, "base.kld", 16, 33, 2));
   const std::string bad = dir.file("bad.kld");
 
   write_bytes(bad, std::vector<uint8_t>(good.begin(), good.end() - 1));
-  EXPECT_NE(open_error(bad).find("(truncated)"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("(truncated)"), std::string::npos);
   write_bytes(bad, std::vector<uint8_t>(good.begin(), good.begin() + 10));
-  EXPECT_NE(open_error(bad).find("not a KL-divergence base file"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("not a KL-divergence base file"), std::string::npos);
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
   write_bytes(bad, longer);
-  EXPECT_NE(open_error(bad).find("(trailing bytes)"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("(trailing bytes)"), std::string::npos);
 
   std::vector<uint8_t> magic = good;
   magic[1] = 'L';
   write_bytes(bad, magic);
-  EXPECT_NE(open_error(bad).find("no \"_logits_\" header"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("no \"_logits_\" header"), std::string::npos);
 
   std::vector<uint8_t> tiny_ctx = good;
   const int32_t two = 2;
   std::memcpy(tiny_ctx.data() + 8, &two, 4);
   write_bytes(bad, tiny_ctx);
-  EXPECT_NE(open_error(bad).find("bad header: n_ctx 2"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("bad header: n_ctx 2"), std::string::npos);
 
   std::vector<uint8_t> token = good;
   const int32_t outside = 33;
   std::memcpy(token.data() + 20 + 4 * 5, &outside, 4);
   write_bytes(bad, token);
-  EXPECT_NE(open_error(bad).find("token 5 is 33, outside the vocabulary of 33"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("token 5 is 33, outside the vocabulary of 33"),
+            std::string::npos);
 
   std::vector<uint8_t> huge = good;  // a header whose sizes overflow 64 bits is refused, not wrapped
   const int32_t big = 0x7fffffff;
@@ -261,9 +236,9 @@ TEST(KldFile, TruncatedOrCorruptFilesAreOneLineErrors) {
   std::memcpy(huge.data() + 12, &big, 4);
   std::memcpy(huge.data() + 16, &big, 4);
   write_bytes(bad, huge);
-  EXPECT_NE(open_error(bad).find("(truncated)"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(bad).find("(truncated)"), std::string::npos);
 
-  EXPECT_NE(open_error(dir.file("missing.kld")).find("missing.kld"), std::string::npos);
+  EXPECT_NE(open_error<KldBaseFile>(dir.file("missing.kld")).find("missing.kld"), std::string::npos);
 }
 
 }  // namespace

@@ -12,29 +12,17 @@
 #include <random>
 
 #include "eval/kld_topk.h"
+#include "logits_fixture.h"
 #include "test_util.h"
 
 namespace mtp::eval {
 namespace {
 
+using mtp::eval::testing::log_softmax;
+using mtp::eval::testing::open_error;
+using mtp::eval::testing::random_logits;
 using mtp::testing::TempDir;
-
-std::vector<float> random_logits(int64_t n_vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 2.0f);
-  std::vector<float> l(static_cast<size_t>(n_vocab));
-  for (float& x : l) x = d(rng);
-  return l;
-}
-
-std::vector<double> log_softmax(const std::vector<float>& l) {
-  const double mx = *std::max_element(l.begin(), l.end());
-  double sum = 0;
-  for (const float x : l) sum += std::exp(x - mx);
-  std::vector<double> out;
-  for (const float x : l) out.push_back(x - mx - std::log(sum));
-  return out;
-}
+using mtp::testing::write_bytes;
 
 std::vector<uint32_t> encode(const std::vector<float>& logits, int32_t next, int32_t k) {
   std::vector<uint32_t> row(static_cast<size_t>(topk_row_words(k)));
@@ -140,19 +128,6 @@ std::string write_base(const TempDir& dir, const std::string& name, int32_t n_ct
   return dir.file(name);
 }
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string open_error(const std::string& path) {
-  auto f = TopKBaseFile::open(path);
-  EXPECT_FALSE(f.ok()) << path;
-  const std::string m = f.ok() ? "" : f.status().message();
-  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  return m;
-}
-
 TEST(KldTopK, FileLayoutAndRoundTrip) {
   TempDir dir;
   const std::string path = write_base(dir, "base.kldk", 16, 33, 5, 3);
@@ -185,16 +160,16 @@ TEST(KldTopK, TruncatedOrCorruptFilesAreOneLineErrors) {
     std::vector<uint8_t> b = good;
     std::memcpy(b.data() + offset, &value, sizeof value);
     write_bytes(bad, b);
-    return open_error(bad);
+    return open_error<TopKBaseFile>(bad);
   };
   write_bytes(bad, std::vector<uint8_t>(good.begin(), good.end() - 1));
-  EXPECT_NE(open_error(bad).find("(truncated)"), std::string::npos);
+  EXPECT_NE(open_error<TopKBaseFile>(bad).find("(truncated)"), std::string::npos);
   write_bytes(bad, std::vector<uint8_t>(good.begin(), good.begin() + 20));
-  EXPECT_NE(open_error(bad).find("shorter than the header (truncated)"), std::string::npos);
+  EXPECT_NE(open_error<TopKBaseFile>(bad).find("shorter than the header (truncated)"), std::string::npos);
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
   write_bytes(bad, longer);
-  EXPECT_NE(open_error(bad).find("(trailing bytes)"), std::string::npos);
+  EXPECT_NE(open_error<TopKBaseFile>(bad).find("(trailing bytes)"), std::string::npos);
   EXPECT_NE(with(0, 'X').find("no \"_mtpkld_\" header"), std::string::npos);
   EXPECT_NE(with(8, uint32_t{2}).find("compact base version 2; this build reads version 1"),
             std::string::npos);

@@ -9,11 +9,14 @@
 #include "cli_util.h"
 #include "gate/gate.h"
 #include "loadgen/record.h"
+#include "rules_fixture.h"
 #include "test_util.h"
 
 namespace mtp::gate {
 namespace {
 
+using mtp::gate::testing::rule_error;
+using mtp::gate::testing::rules_of;
 using mtp::testing::TempDir;
 
 // A replay run file: one request per trace line, each taking `seconds` for 10 tokens.
@@ -59,49 +62,37 @@ struct Scripted {
   }
 };
 
-Rules rules_of(const std::string& text) {
-  auto r = parse_rules(text, "rules.json");
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return r.ok() ? *r : Rules{};
-}
-
-std::string parse_error(const std::string& rule) {
-  auto r = parse_rules(R"({"gate": "g", "rules": [{"id": "r", )" + rule + "}]}", "rules.json");
-  EXPECT_FALSE(r.ok()) << rule;
-  return r.ok() ? "" : r.status().message();
-}
-
 TEST(AcceptanceFloor, RulesNameAPositionAndSelectRequestsOnly) {
   EXPECT_NE(
-      parse_error(R"("metric": "position_acceptance", "op": ">=", "threshold": 0.5, "statistic": "wilson")")
+      rule_error(R"("metric": "position_acceptance", "op": ">=", "threshold": 0.5, "statistic": "wilson")")
           .find("needs \"position\""),
       std::string::npos);
   EXPECT_NE(
-      parse_error(
+      rule_error(
           R"("metric": "position_acceptance", "position": 0, "op": ">=", "threshold": 0.5, "statistic": "wilson")")
           .find("a draft position, 1 .. 64"),
       std::string::npos);
   EXPECT_NE(
-      parse_error(
+      rule_error(
           R"("metric": "draft_acceptance", "position": 1, "op": ">=", "threshold": 0.5, "statistic": "wilson")")
           .find("position_acceptance only"),
       std::string::npos);
   EXPECT_NE(
-      parse_error(
+      rule_error(
           R"("metric": "kld_mean", "category": "chat", "op": "<=", "threshold": 0.5, "statistic": "value")")
           .find("selects requests of a bench or replay run"),
       std::string::npos);
   EXPECT_NE(
-      parse_error(R"("metric": "net_speedup", "op": ">=", "threshold": 1, "statistic": "bootstrap_mean")")
+      rule_error(R"("metric": "net_speedup", "op": ">=", "threshold": 1, "statistic": "bootstrap_mean")")
           .find("it takes value or bootstrap"),
       std::string::npos);
   EXPECT_NE(
-      parse_error(
+      rule_error(
           R"("metric": "net_speedup", "server": "target", "op": ">=", "threshold": 1, "statistic": "bootstrap")")
           .find("drop \"server\""),
       std::string::npos);
   EXPECT_NE(
-      parse_error(
+      rule_error(
           R"("metric": "mean_acceptance_length", "stratum": "", "op": ">=", "threshold": 1, "statistic": "value")")
           .find("\"stratum\" must be a non-empty string"),
       std::string::npos);

@@ -12,26 +12,20 @@
 #include "gate/gate.h"
 #include "gate/probe.h"
 #include "loadgen/record.h"
+#include "rules_fixture.h"
 #include "server_process.h"
 #include "test_util.h"
 
 namespace mtp::gate {
 namespace {
 
+using mtp::gate::testing::parse_error;
+using mtp::gate::testing::rule_json;
+using mtp::gate::testing::rules_of;
 using mtp::testing::TempDir;
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
-}
-
-std::string rule_json(const std::string& fields) {
-  return R"({"gate": "g", "rules": [{"id": "r", )" + fields + "}]}";
-}
-
-std::string parse_error(const std::string& text) {
-  auto r = parse_rules(text, "rules.json");
-  EXPECT_FALSE(r.ok()) << text;
-  return r.ok() ? "" : r.status().message();
 }
 
 TEST(GateRules, MalformedRulesNameTheRuleAndField) {
@@ -162,12 +156,6 @@ struct RunWriter {
     return dir.file(name);
   }
 };
-
-Rules rules_of(const std::string& text) {
-  auto r = parse_rules(text, "rules.json");
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return *r;
-}
 
 TEST(GateJudge, VerdictsFollowTheBoundsAndTheSampleSize) {
   TempDir dir;

@@ -5,15 +5,14 @@
 
 #include "gate/schema.h"
 #include "gate/tool_probe.h"
+#include "rules_fixture.h"
 
 namespace mtp::gate {
 namespace {
 
+using mtp::gate::testing::valid;
 std::string violation(const char* schema, const char* value) {
   return schema_violation(Json::parse(schema), Json::parse(value));
-}
-bool valid(const char* schema, const char* value) {
-  return violation(schema, value).empty();
 }
 std::string schema_error(const char* schema) {
   const Status s = check_schema(Json::parse(schema));

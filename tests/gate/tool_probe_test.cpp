@@ -13,16 +13,14 @@
 #include "gate/gate.h"
 #include "gate/schema.h"
 #include "gate/tool_probe.h"
+#include "rules_fixture.h"
 #include "test_util.h"
 
 namespace mtp::gate {
 namespace {
 
+using mtp::gate::testing::valid;
 using mtp::testing::TempDir;
-
-bool valid(const char* schema, const char* value) {
-  return schema_violation(Json::parse(schema), Json::parse(value)).empty();
-}
 
 TEST(ToolSchema, EachKeywordAcceptsAndRejects) {
   EXPECT_TRUE(valid(R"({"type": "string"})", R"("x")"));

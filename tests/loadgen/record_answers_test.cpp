@@ -26,13 +26,6 @@ Json msg(const std::string& role, const std::string& content) {
   return Json{{"role", role}, {"content", content}};
 }
 
-std::vector<Json> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Json> out;
-  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
-  return out;
-}
-
 TEST(RecordedAnswers, AMissingReplyIsTheRecordedAnswerAndAPresentOneStays) {
   const Json turn1 = Json::array({msg("user", "q1")});
   const Json turn2 = Json::array({msg("user", "q1"), msg("user", "q2")});  // the reply was not sent back
@@ -123,7 +116,7 @@ TEST(RecordedAnswers, ARecordedSessionReplaysToTheSameRequestsAndAnswers) {
     EXPECT_NE(srv.banner().find("recording requests and answers to " + first), std::string::npos)
         << srv.banner();
     const Json reply = two_turns(srv.port());
-    recorded = read_lines(first);
+    recorded = read_json_lines(first);
     ASSERT_EQ(recorded.size(), 2u);
     EXPECT_EQ(recorded[0]["answer"], reply);                       // what the client got
     EXPECT_EQ(recorded[1]["messages"][1], recorded[0]["answer"]);  // and sent back
@@ -136,7 +129,7 @@ TEST(RecordedAnswers, ARecordedSessionReplaysToTheSameRequestsAndAnswers) {
                                  " --history recorded --max-tokens-cap 6 --timeout 120 -o '", run, "'"),
                          true);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<Json> replayed = read_lines(second);
+  const std::vector<Json> replayed = read_json_lines(second);
   ASSERT_EQ(replayed.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(replayed[i]["messages"], recorded[i]["messages"]) << i;
@@ -154,7 +147,7 @@ TEST(RecordedAnswers, RedactedAnswersKeepLengthsOnlyAndNeedRecord) {
   {
     ServerProcess srv("-m tests/data/example.gguf --record " + trace + " --record-answers --record-redact");
     const Json reply = two_turns(srv.port());
-    const std::vector<Json> lines = read_lines(trace);
+    const std::vector<Json> lines = read_json_lines(trace);
     ASSERT_EQ(lines.size(), 2u);
     EXPECT_FALSE(lines[0].contains("answer"));
     const std::string content = reply["content"].get<std::string>();

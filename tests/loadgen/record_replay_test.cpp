@@ -22,13 +22,6 @@ namespace {
 using mtp::testing::run_mtp;
 using mtp::testing::ServerProcess;
 
-std::vector<Json> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Json> out;
-  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
-  return out;
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -75,7 +68,7 @@ TEST(ServeRecord, RecordsTwoRequestsThatReplayAgainstTheServer) {
   ServerProcess srv("-m tests/data/example.gguf --record " + trace);
   EXPECT_NE(srv.banner().find("recording requests to " + trace), std::string::npos) << srv.banner();
   send_two(srv.port());
-  const std::vector<Json> lines = read_lines(trace);
+  const std::vector<Json> lines = read_json_lines(trace);
   ASSERT_EQ(lines.size(), 2u);
   const Json& chat = lines[0];
   EXPECT_EQ(chat["type"], "trace");
@@ -107,7 +100,7 @@ TEST(ServeRecord, RedactedTraceKeepsLengthsOnlyAndStillReplays) {
   const std::string text = slurp(trace);
   EXPECT_EQ(text.find("recorded"), std::string::npos) << text;
   EXPECT_EQ(text.find("alice"), std::string::npos) << text;
-  const std::vector<Json> lines = read_lines(trace);
+  const std::vector<Json> lines = read_json_lines(trace);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["redacted"], true);
   EXPECT_EQ(lines[0]["session"].get<std::string>().rfind("h:", 0), 0u);  // "alice", hashed
@@ -141,7 +134,7 @@ TEST(ServeRecord, ConcurrentRequestsGiveWholeLines) {
     ASSERT_TRUE(out.ok());
     ASSERT_TRUE(run_replay(o, reqs, **out).ok());
   }
-  const std::vector<Json> lines = read_lines(trace);  // throws, failing the test, on a torn line
+  const std::vector<Json> lines = read_json_lines(trace);  // throws, failing the test, on a torn line
   ASSERT_EQ(lines.size(), 8u);
   std::set<std::string> prompts;
   for (const Json& l : lines) {
@@ -176,7 +169,7 @@ TEST(ServeRecord, StreamCutByTheClientIsRecordedAsCancelled) {
   std::vector<Json> lines;
   for (int i = 0; i < 200 && lines.empty(); ++i) {  // the server notices at its next write
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    lines = read_lines(trace);
+    lines = read_json_lines(trace);
   }
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0]["finish_reason"], "cancelled");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +51,14 @@ inline std::string write_temp(const std::string& name, const std::string& text) 
       (std::filesystem::temp_directory_path() / (name + "." + std::to_string(getpid()) + ".jsonl")).string();
   std::ofstream(path) << text;
   return path;
+}
+
+// The JSON lines of a file (a run file or a recorded trace), in order; Json::parse throws on a torn line.
+inline std::vector<Json> read_json_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
+  return out;
 }
 
 // Runs `run(writer)` (a bench or a replay) into a temporary run file and reads the file back; an empty run,

@@ -13,7 +13,7 @@ namespace {
 
 using server::Json;
 
-const std::string kModel = "-m tests/data/example.gguf -t 2 -np 1";
+const std::string kPageModel = "-m tests/data/example.gguf -t 2 -np 1";
 
 // What a streamed reply's token_sources add up to, and its last chunk's timings.
 struct Sources {
@@ -74,7 +74,7 @@ Json completion(bool sources, bool speculative) {
 
 // Drafting on: some tokens are accepted drafts, and the stream's counts are the timings' counts.
 TEST(TokenSources, DraftTokensAreTheAcceptedOnes) {
-  ServerProcess srv(kModel + " --spec mtp --draft-max 3");
+  ServerProcess srv(kPageModel + " --spec mtp --draft-max 3");
   const Sources s = stream(srv.port(), "/v1/completions", completion(true, true));
   EXPECT_EQ(s.tokens, 48);
   EXPECT_GT(s.draft, 0);
@@ -108,7 +108,7 @@ TEST(TokenSources, DraftTokensAreTheAcceptedOnes) {
 
 // Drafting off: every token is the trunk's, and no round is reported.
 TEST(TokenSources, PlainDecodingIsAllTrunk) {
-  ServerProcess srv(kModel + " --spec mtp --draft-max 3");
+  ServerProcess srv(kPageModel + " --spec mtp --draft-max 3");
   const Sources s = stream(srv.port(), "/v1/completions", completion(true, false));
   EXPECT_EQ(s.tokens, 48);
   EXPECT_EQ(s.draft, 0);
@@ -119,7 +119,7 @@ TEST(TokenSources, PlainDecodingIsAllTrunk) {
 
 // Not asked for: the chunks are what they were (OpenAI clients see nothing new); a wrong type is a 400.
 TEST(TokenSources, OnlyWhenAsked) {
-  ServerProcess srv(kModel + " --spec mtp --draft-max 3");
+  ServerProcess srv(kPageModel + " --spec mtp --draft-max 3");
   HttpResponse r = http_post(srv.port(), "/v1/completions", completion(false, true).dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("token_sources"), std::string::npos);
@@ -132,7 +132,7 @@ TEST(TokenSources, OnlyWhenAsked) {
 
 // GET / is the page, served without the API key (it asks for one itself); the API still needs the key.
 TEST(ChatPage, ServedAtRootWithoutTheKey) {
-  ServerProcess srv(kModel + " --api-key k3y");
+  ServerProcess srv(kPageModel + " --api-key k3y");
   HttpResponse r = http_get(srv.port(), "/");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.header("content-type"), "text/html; charset=utf-8");

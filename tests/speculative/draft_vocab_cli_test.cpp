@@ -16,13 +16,10 @@
 namespace mtp::speculative {
 namespace {
 
+using mtp::testing::contains;
 using mtp::testing::fixtures;
 using mtp::testing::run_mtp;
 using mtp::testing::TempDir;
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 void write_text(const std::string& path, const std::string& text) {
   mtp::testing::write_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));

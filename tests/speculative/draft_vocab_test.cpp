@@ -21,14 +21,11 @@
 namespace mtp::speculative {
 namespace {
 
+using mtp::testing::contains;
 using mtp::testing::fixtures;
 using mtp::testing::read_bytes;
 using mtp::testing::TempDir;
 using mtp::testing::write_bytes;
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // A valid file's bytes, built by hand (little-endian u32 fields) so the tests do not trust the writer.
 std::vector<uint8_t> file_bytes(uint32_t version, uint32_t n_vocab, uint32_t count,
