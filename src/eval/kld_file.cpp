@@ -17,8 +17,8 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "the base file is little-endian");
 
-constexpr int64_t kHeaderBytes = 8 + 3 * 4;  // magic, n_ctx, n_vocab, n_chunk
-constexpr float kLogProbFloor = -16.0f;      // nats under the top logit a row keeps
+constexpr int64_t kKldHeaderBytes = 8 + 3 * 4;  // magic, n_ctx, n_vocab, n_chunk
+constexpr float kLogProbFloor = -16.0f;         // nats under the top logit a row keeps
 
 // ln sum_i exp(logits[i] - max), summed in double as llama.cpp does.
 float log_sum_exp(std::span<const float> logits, float max_logit) {
@@ -148,7 +148,7 @@ Expected<KldBaseWriter> KldBaseWriter::create(const std::string& path, int32_t n
                                               std::span<const int32_t> tokens) {
   MTP_CHECK(n_ctx >= 3 && n_vocab > 0 && !tokens.empty() && tokens.size() % static_cast<size_t>(n_ctx) == 0);
   const int32_t n_chunk = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
-  uint8_t header[kHeaderBytes];
+  uint8_t header[kKldHeaderBytes];
   const int32_t counts[3] = {n_ctx, n_vocab, n_chunk};
   std::memcpy(header, kKldMagic, sizeof kKldMagic);
   std::memcpy(header + sizeof kKldMagic, counts, sizeof counts);
@@ -168,7 +168,7 @@ Expected<KldBaseFile> KldBaseFile::open(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(f.map_, MappedFile::open(path));
   const uint8_t* p = f.map_.data();
   const int64_t size = static_cast<int64_t>(f.map_.size());
-  if (size < kHeaderBytes || std::memcmp(p, kKldMagic, sizeof kKldMagic) != 0) {
+  if (size < kKldHeaderBytes || std::memcmp(p, kKldMagic, sizeof kKldMagic) != 0) {
     return corrupt(path,
                    ": not a KL-divergence base file (no \"_logits_\" header; llama-perplexity "
                    "--kl-divergence-base or mtp perplexity --kl-divergence-base writes one)");
@@ -183,7 +183,7 @@ Expected<KldBaseFile> KldBaseFile::open(const std::string& path) {
                    " (needs n_ctx >= 3 and positive counts)");
   }
   const auto n_tokens = static_cast<unsigned __int128>(f.n_ctx_) * static_cast<unsigned>(f.n_chunk_);
-  const auto expected = kHeaderBytes + 4 * n_tokens +
+  const auto expected = kKldHeaderBytes + 4 * n_tokens +
                         2 * n_tokens / static_cast<unsigned>(f.n_ctx_) *
                             static_cast<unsigned __int128>(kld_scored_per_chunk(f.n_ctx_)) *
                             static_cast<unsigned __int128>(kld_row_words(f.n_vocab_));
@@ -194,12 +194,12 @@ Expected<KldBaseFile> KldBaseFile::open(const std::string& path) {
                    static_cast<uint64_t>(size) < need ? " (truncated)" : " (trailing bytes)");
   }
   f.tokens_.resize(static_cast<size_t>(n_tokens));
-  std::memcpy(f.tokens_.data(), p + kHeaderBytes, f.tokens_.size() * sizeof(int32_t));
+  std::memcpy(f.tokens_.data(), p + kKldHeaderBytes, f.tokens_.size() * sizeof(int32_t));
   for (size_t i = 0; i < f.tokens_.size(); ++i) {
     if (f.tokens_[i] < 0 || f.tokens_[i] >= f.n_vocab_)
       return corrupt(path, ": token ", i, " is ", f.tokens_[i], ", outside the vocabulary of ", f.n_vocab_);
   }
-  f.rows_ = reinterpret_cast<const uint16_t*>(p + kHeaderBytes + 4 * static_cast<int64_t>(n_tokens));
+  f.rows_ = reinterpret_cast<const uint16_t*>(p + kKldHeaderBytes + 4 * static_cast<int64_t>(n_tokens));
   return f;
 }
 

@@ -17,8 +17,8 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "the base file is little-endian");
 
-constexpr int64_t kHeaderBytes = 8 + 4 + 4 * 4;  // magic, version, n_ctx, n_vocab, n_chunk, top_k
-constexpr double kMassTolerance = 1e-3;          // how far a row's masses may sum from 1
+constexpr int64_t kTopKHeaderBytes = 8 + 4 + 4 * 4;  // magic, version, n_ctx, n_vocab, n_chunk, top_k
+constexpr double kMassTolerance = 1e-3;              // how far a row's masses may sum from 1
 
 float load_float(const uint32_t* w) {
   return std::bit_cast<float>(*w);
@@ -136,7 +136,7 @@ Expected<TopKBaseWriter> TopKBaseWriter::create(const std::string& path, int32_t
   MTP_CHECK(n_ctx >= 3 && n_vocab > 0 && top_k >= 1 && top_k <= n_vocab && !tokens.empty() &&
             tokens.size() % static_cast<size_t>(n_ctx) == 0);
   const int32_t n_chunk = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
-  uint8_t header[kHeaderBytes];
+  uint8_t header[kTopKHeaderBytes];
   const uint32_t version = kTopKVersion;
   const int32_t counts[4] = {n_ctx, n_vocab, n_chunk, top_k};
   std::memcpy(header, kTopKMagic, sizeof kTopKMagic);
@@ -164,7 +164,8 @@ Expected<TopKBaseFile> TopKBaseFile::open(const std::string& path) {
   std::memcpy(&version, p + 8, sizeof version);
   if (version != kTopKVersion)
     return unsupported(path, ": compact base version ", version, "; this build reads version ", kTopKVersion);
-  if (size < kHeaderBytes) return corrupt(path, ": ", size, " bytes, shorter than the header (truncated)");
+  if (size < kTopKHeaderBytes)
+    return corrupt(path, ": ", size, " bytes, shorter than the header (truncated)");
   int32_t header[4];
   std::memcpy(header, p + 12, sizeof header);
   f.n_ctx_ = header[0];
@@ -177,7 +178,7 @@ Expected<TopKBaseFile> TopKBaseFile::open(const std::string& path) {
   }
   using U128 = unsigned __int128;
   const U128 n_tokens = static_cast<U128>(f.n_ctx_) * static_cast<unsigned>(f.n_chunk_);
-  const U128 expected = kHeaderBytes + 4 * n_tokens +
+  const U128 expected = kTopKHeaderBytes + 4 * n_tokens +
                         4 * static_cast<U128>(f.n_chunk_) *
                             static_cast<U128>(kld_scored_per_chunk(f.n_ctx_)) *
                             static_cast<U128>(topk_row_words(f.top_k_));
@@ -188,12 +189,12 @@ Expected<TopKBaseFile> TopKBaseFile::open(const std::string& path) {
                    static_cast<uint64_t>(size) < need ? " (truncated)" : " (trailing bytes)");
   }
   f.tokens_.resize(static_cast<size_t>(n_tokens));
-  std::memcpy(f.tokens_.data(), p + kHeaderBytes, f.tokens_.size() * sizeof(int32_t));
+  std::memcpy(f.tokens_.data(), p + kTopKHeaderBytes, f.tokens_.size() * sizeof(int32_t));
   for (size_t i = 0; i < f.tokens_.size(); ++i) {
     if (f.tokens_[i] < 0 || f.tokens_[i] >= f.n_vocab_)
       return corrupt(path, ": token ", i, " is ", f.tokens_[i], ", outside the vocabulary of ", f.n_vocab_);
   }
-  f.rows_ = reinterpret_cast<const uint32_t*>(p + kHeaderBytes + 4 * static_cast<int64_t>(n_tokens));
+  f.rows_ = reinterpret_cast<const uint32_t*>(p + kTopKHeaderBytes + 4 * static_cast<int64_t>(n_tokens));
   MTP_RETURN_IF_ERROR(f.check_rows());
   return f;
 }

@@ -8,7 +8,7 @@
 namespace mtp::gate {
 namespace {
 
-constexpr const char* kTool = "mtp perplexity";
+constexpr const char* kKldReportTool = "mtp perplexity";
 
 // `j[a][b]` as a finite number, or kCorrupt naming "a.b".
 Status number_at(const Json& j, const char* a, const char* b, const std::string& path, double* out) {
@@ -41,7 +41,7 @@ Json parse_file(const std::string& path) {
 
 bool is_kld_report(const std::string& path) {
   const Json j = parse_file(path);
-  return j.is_object() && j.contains("tool") && j["tool"] == kTool;
+  return j.is_object() && j.contains("tool") && j["tool"] == kKldReportTool;
 }
 
 Expected<KldReport> read_kld_report(const std::string& path) {

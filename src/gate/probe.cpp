@@ -18,7 +18,7 @@
 namespace mtp::gate {
 namespace {
 
-constexpr const char* kTool = "mtp gate probe greedy";
+constexpr const char* kGreedyProbeTool = "mtp gate probe greedy";
 
 const Json* content_of(const Json& response) {
   if (!response.is_object() || !response.contains("choices") || !response["choices"].is_array() ||
@@ -185,7 +185,7 @@ Expected<std::vector<GreedyOutcome>> run_greedy_probe(const GreedyProbeOptions& 
   if (!o.api_key.empty()) headers.emplace("Authorization", "Bearer " + o.api_key);
   MTP_ASSIGN_OR_RETURN(auto out, loadgen::JsonlWriter::open(out_path));
   loadgen::Json header = {{"type", "header"},
-                          {"tool", kTool},
+                          {"tool", kGreedyProbeTool},
                           {"url", o.url},
                           {"reference_url", o.reference_url.empty() ? o.url : o.reference_url},
                           {"reference_body", o.reference_body},
@@ -238,7 +238,7 @@ Status read_probe_lines(const std::string& path, std::string* start_utc,
 }
 
 bool is_probe_file(const std::string& path) {
-  return probe_file_tool(path) == kTool;
+  return probe_file_tool(path) == kGreedyProbeTool;
 }
 
 Expected<ProbeFile> read_probe_file(const std::string& path) {

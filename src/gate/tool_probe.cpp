@@ -12,7 +12,7 @@
 namespace mtp::gate {
 namespace {
 
-constexpr const char* kTool = "mtp gate probe tools";
+constexpr const char* kToolsProbeTool = "mtp gate probe tools";
 
 // The `parameters` schema of the tool named `name` (a tool without one takes any arguments); null when no
 // tool has that name.
@@ -220,7 +220,7 @@ Expected<std::vector<ToolRun>> run_tool_probe(const ToolProbeOptions& o, const s
   Json names = Json::array();
   for (const ToolScenario& s : o.scenarios) names.push_back(s.name);
   MTP_RETURN_IF_ERROR(out->write(loadgen::Json{{"type", "header"},
-                                               {"tool", kTool},
+                                               {"tool", kToolsProbeTool},
                                                {"url", o.url},
                                                {"reference_url", reference_url},
                                                {"reference_body", o.reference_body},
@@ -254,7 +254,7 @@ Expected<std::vector<ToolRun>> run_tool_probe(const ToolProbeOptions& o, const s
 }
 
 bool is_tool_probe_file(const std::string& path) {
-  return probe_file_tool(path) == kTool;
+  return probe_file_tool(path) == kToolsProbeTool;
 }
 
 Expected<ToolProbeFile> read_tool_probe_file(const std::string& path) {

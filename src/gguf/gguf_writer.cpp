@@ -3,16 +3,14 @@
 #include <unordered_set>
 
 #include "gguf/gguf_file.h"
+#include "le_bytes.h"
 
 namespace mtp {
 namespace {
 
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
+using gguf_bytes::put_u32;
+using gguf_bytes::put_u64;
+
 void put_string(std::vector<uint8_t>& out, const std::string& s) {
   put_u64(out, s.size());
   out.insert(out.end(), s.begin(), s.end());
@@ -26,8 +24,8 @@ Expected<uint64_t> alignment_of(const Metadata& md) {
   if (v == nullptr) return kGgufDefaultAlignment;
   auto a = v->get<uint32_t>();
   if (!a || *a == 0 || (*a & (*a - 1)) != 0 || *a > kGgufMaxAlignment) {
-    return invalid_argument("general.alignment must be a u32 power of two up to ", kGgufMaxAlignment, ", got ",
-                            v->to_display());
+    return invalid_argument("general.alignment must be a u32 power of two up to ", kGgufMaxAlignment,
+                            ", got ", v->to_display());
   }
   return static_cast<uint64_t>(*a);
 }

@@ -5,16 +5,13 @@
 #include <limits>
 
 #include "base/check.h"
+#include "le_bytes.h"
 
 namespace mtp {
 namespace {
 
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
+using gguf_bytes::put_u32;
+using gguf_bytes::put_u64;
 
 std::string quote(std::string_view s, size_t max_chars) {
   std::string out = "\"";

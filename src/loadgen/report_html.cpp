@@ -119,7 +119,7 @@ std::string figure(const Chart& c) {
   return str_cat("<figure><figcaption>", html_escape(c.title), "</figcaption>", svg_chart(c), "</figure>\n");
 }
 
-std::string cell(const Dist& d, int decimals) {
+std::string html_cell(const Dist& d, int decimals) {
   return d.n == 0 ? "-" : fixed(d.median, decimals) + " / " + fixed(d.p99, decimals);
 }
 
@@ -135,12 +135,13 @@ std::string levels_table(const std::vector<LevelSummary>& levels) {
     Dist e2e_s = s.e2el_ms;
     e2e_s.median *= 1e-3;
     e2e_s.p99 *= 1e-3;
-    out += str_cat("<tr><td>",
-                   html_escape(level_label(s.concurrency, s.rate) + (s.server.empty() ? "" : " " + s.server)),
-                   "</td><td>", s.completed, "</td><td>", s.failed, "</td><td>",
-                   fixed(s.output_throughput, 1), "</td><td>", fixed(s.request_throughput, 3), "</td><td>",
-                   cell(s.ttft_ms, 1), "</td><td>", cell(s.tpot_ms, 2), "</td><td>", cell(e2e_s, 2),
-                   "</td><td>", drafted > 0 ? fixed(100 * accepted / drafted, 1) + "%" : "-", "</td></tr>\n");
+    out +=
+        str_cat("<tr><td>",
+                html_escape(level_label(s.concurrency, s.rate) + (s.server.empty() ? "" : " " + s.server)),
+                "</td><td>", s.completed, "</td><td>", s.failed, "</td><td>", fixed(s.output_throughput, 1),
+                "</td><td>", fixed(s.request_throughput, 3), "</td><td>", html_cell(s.ttft_ms, 1),
+                "</td><td>", html_cell(s.tpot_ms, 2), "</td><td>", html_cell(e2e_s, 2), "</td><td>",
+                drafted > 0 ? fixed(100 * accepted / drafted, 1) + "%" : "-", "</td></tr>\n");
   }
   return out + "</table>\n";
 }

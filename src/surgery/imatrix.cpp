@@ -9,17 +9,13 @@
 namespace mtp::surgery {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 Expected<Imatrix> load_gguf_imatrix(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
   Imatrix m;
   if (auto ds = f.metadata().get_string_array("imatrix.datasets"); ds.ok() && !(*ds)->empty())
     m.dataset = (**ds)[0];
   for (const TensorInfo& sums : f.tensors()) {
-    if (!ends_with(sums.name, ".in_sum2")) continue;
+    if (!sums.name.ends_with(".in_sum2")) continue;
     const std::string name = sums.name.substr(0, sums.name.size() - 8);
     const TensorInfo* counts = f.find_tensor(name + ".counts");
     if (counts == nullptr) return corrupt(path, ": '", sums.name, "' has no matching '", name, ".counts'");

@@ -45,12 +45,8 @@ uint64_t name_hash(const std::string& name) {
   return h;
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool writes_residual(const std::string& name) {
-  return ends_with(name, "attn_output.weight") || ends_with(name, "ssm_out.weight") ||
+  return name.ends_with("attn_output.weight") || name.ends_with("ssm_out.weight") ||
          name.find("ffn_down") != std::string::npos;
 }
 
@@ -98,16 +94,16 @@ class RowGenerator {
     const int64_t n = desc.ne[0];
     const std::string& name = desc.name;
     if (structured_ && desc.kind == TensorKind::kOutput) return chain_output_row(row, out);
-    if (structured_ && ends_with(name, "nextn.eh_proj.weight")) return identity_eh_proj_row(rng, row, out);
+    if (structured_ && name.ends_with("nextn.eh_proj.weight")) return identity_eh_proj_row(rng, row, out);
     switch (desc.kind) {
       case TensorKind::kNorm:
         for (int64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.02f * rng.normal();
         return;
       case TensorKind::kVector:
-        if (ends_with(name, "ssm_a")) {
+        if (name.ends_with("ssm_a")) {
           for (int64_t i = 0; i < n; ++i)
             out[i] = static_cast<float>(-std::exp(rng.uniform() * std::log(16.0)));
-        } else if (ends_with(name, "ssm_dt.bias")) {
+        } else if (name.ends_with("ssm_dt.bias")) {
           for (int64_t i = 0; i < n; ++i) {
             const double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
             out[i] = static_cast<float>(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
