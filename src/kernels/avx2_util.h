@@ -39,6 +39,13 @@ MTP_TARGET_AVX2 inline void add_epi32_into(__m256i& acc, __m256i x) {
   asm("vpaddd %1, %0, %0" : "+x"(acc) : "x"(x));
 }
 
+// vpmaddwd of x by the 16-bit pairs at m, read from memory where they are used: a value kept in a register
+// across a loop costs one of the 16 that the accumulators need.
+MTP_TARGET_AVX2 inline __m256i madd_epi16_mem(__m256i x, const __m256i& m) {
+  asm("vpmaddwd %1, %0, %0" : "+x"(x) : "m"(m));
+  return x;
+}
+
 // The sum of the 8 int32 lanes (exact while it fits).
 MTP_TARGET_AVX2 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
