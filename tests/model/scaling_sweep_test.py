@@ -49,7 +49,11 @@ def main():
         dec, frac, pp, peer_dec, peer_pp, dec_ratio, pp_ratio = cells[1:]
         assert float(dec) > 0 and float(pp) > 0 and re.fullmatch(r"\d+%", frac), rows[0]
         assert (peer_dec, peer_pp) == ("100.0", "1000.0"), rows[0]
-        assert dec_ratio == f"{float(dec) / 100:.2f}x" and pp_ratio == f"{float(pp) / 1000:.2f}x", rows[0]
+        # The ratios come from the unrounded figures (the table shows one decimal), so compare within the two
+        # roundings rather than as strings, which differed for about one decode figure in 20 (near a rounding edge).
+        for ratio, ours, theirs in [(dec_ratio, dec, 100), (pp_ratio, pp, 1000)]:
+            tolerance = 0.005 + 0.05 / theirs + 1e-9
+            assert ratio.endswith("x") and abs(float(ratio[:-1]) - float(ours) / theirs) <= tolerance, rows[0]
         assert "engine_sweep" in r.stdout and re.search(r"^\| auto \|", r.stdout, re.M), r.stdout
         args = (peer.parent / "peer_args.txt").read_text().split()
         assert args == ["-m", "tests/data/example.gguf", "-t", "1", "-p", "512", "-n", "4", "-r", "1", "-rtr", "1"], args
