@@ -99,6 +99,8 @@ void run_packed_on_row_format(TileFn packed, GgmlType type, const uint8_t* w, in
 // order of the AVX-512 ones.
 TileFn avx2_q8_0_packed();
 TileFn avx2_q8_0_tile();
+// matmul_avx2_q3k.cpp (nullptr where not compiled).
+RowDotFn avx2_q3k_rows();
 // matmul_avx2_q6k.cpp (nullptr where not compiled).
 RowDotFn avx2_q6k_rows();
 TileFn avx2_q6k_packed();

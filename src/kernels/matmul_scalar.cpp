@@ -101,6 +101,28 @@ float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   return static_cast<float>(sum);
 }
 
+// Q3_K: levels q - 4 in [-4, 3] under 6-bit scales sc_j - 32 (quant/blocks.h).
+float dot_q3_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(w);
+  const float* xd = act_d(x, l);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.nb; ++i) {
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0;
+      for (int k = 0; k < 16; ++k) {
+        const int e = 16 * s + k;
+        const int low = (b[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const int high = (b[i].hmask[e % 32] >> (e / 32)) & 1;
+        t += (low + 4 * high - 4) * act_q(x, i * 256 + e);
+      }
+      isum += (unpack_q3_k_scale(s, b[i].scales) - 32) * t;
+    }
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum;
+  }
+  return static_cast<float>(sum);
+}
+
 float dot_q6_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(w);
   const float* xd = act_d(x, l);
@@ -190,6 +212,7 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<dot_q8_0>;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = rows<dot_q4_0>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = rows<dot_iq4_nl>;
+  s.dot[static_cast<int>(GgmlType::Q3_K)] = rows<dot_q3_k>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<dot_q45_k<false>>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<dot_q45_k<true>>;
   s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<dot_q6_k>;

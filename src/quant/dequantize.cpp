@@ -52,6 +52,23 @@ void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n) {
   }
 }
 
+void dequantize_row_q3_K(const BlockQ3_K* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const BlockQ3_K& x = src[b];
+    const float d = fp16_to_fp32(x.d);
+    float* y = dst + b * kQK_K;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float dl = d * static_cast<float>(unpack_q3_k_scale(j, x.scales) - 32);
+      for (int i = 0; i < 16; ++i) {
+        const int e = 16 * j + i;
+        const int low = (x.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const int high = (x.hmask[e % 32] >> (e / 32)) & 1;
+        y[e] = dl * static_cast<float>(low + 4 * high - 4);
+      }
+    }
+  }
+}
+
 void dequantize_row_q4_K(const BlockQ4_K* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const BlockQ4_K& x = src[b];

@@ -88,6 +88,31 @@ float q6k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::A
   return acc;
 }
 
+// Q3_K (matmul_avx2_q3k.cpp, which the AVX-512 level runs too): isum(sb) = sum over the 16 sub-blocks i of
+// (scale_i - 32) * (16 products of q - 4), exact; acc = fma(float(isum), d_w * d_x, acc). The element layout
+// is written out here from the format (quant/blocks.h), not taken from the quantizer.
+float q3k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(w) + sb;
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0;
+      for (int k = 0; k < 16; ++k) {
+        const int e = 16 * s + k;
+        const int q = ((b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) |
+                      (((b->hmask[e % 32] >> (e / 32)) & 1) << 2);
+        t += (q - 4) * act_value(x, 256 * sb + e, isa);
+      }
+      const int scale = (s < 8 ? b->scales[s] & 15 : b->scales[s - 8] >> 4) |
+                        (((b->scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+      isum += (scale - 32) * t;
+    }
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b->d) * kernels::detail::act_d(x, l)[sb], acc);
+  }
+  return acc;
+}
+
 // Q4_K and Q5_K (matmul_avx2_q45k.cpp, matmul_avx512_q45k.cpp, matmul_neon.cpp): isum(sb) = sum over j of
 // sc_j * (32 products), msum(sb) = sum over j of m_j * (sum of the 32 x), exact; acc = fma(float(isum),
 // d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm); out = acc - accm.
@@ -221,6 +246,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
                       Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
                       Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
+                      Case{GgmlType::Q3_K, {Isa::kAvx2, Isa::kAvx512}, q3k_canonical},
                       Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
                       Case{GgmlType::Q5_K, kAllButScalar, q45k_canonical<true>},
                       Case{GgmlType::F32, {Isa::kAvx2, Isa::kNeon}, float_canonical<GgmlType::F32>},

@@ -62,6 +62,7 @@ const EngineFixtures& engine_fixtures() {
     make("q4_0", GgmlType::Q4_0, false);
     make("iq4_nl", GgmlType::IQ4_NL, false);
     make("w_f32", GgmlType::F32, true);
+    make("w_q3_k", GgmlType::Q3_K, true);
     make("w_q4_k", GgmlType::Q4_K, true);
     make("w_q6_k", GgmlType::Q6_K, true);
     make("w_iq4_xs", GgmlType::IQ4_XS, true);
@@ -138,8 +139,10 @@ double median_tolerance(const std::string& name) {
 // 0.6-1.2% on this model, so no kernel precision bound can hold through such a flip (an 8-layer Q6_K model
 // shows one against the engine too). The other fixtures have none; a changed fixture (shape, seed) can gain
 // one. The bound is 2% for this fixture: a kernel with a wrong scale or nibble order still errs by far more.
+// The Q3_K fixture has one such flip too, on the AVX2 level: one row of 28 (position 18) at 0.2%, every other
+// row within 3e-7, and all of them within 3.2e-7 on the scalar level.
 double kernel_precision_tolerance(const std::string& name) {
-  return name == "w_q4_k" ? 0.02 : 1e-3;
+  return name == "w_q4_k" || name == "w_q3_k" ? 0.02 : 1e-3;
 }
 
 class EngineVsReference : public ::testing::TestWithParam<std::string> {};
@@ -188,8 +191,8 @@ TEST_P(EngineVsReference, LogitsCloseForPromptAndDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
-                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "w_f32", "w_q4_k", "w_q6_k",
-                                           "w_iq4_xs"));
+                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "w_f32", "w_q3_k", "w_q4_k",
+                                           "w_q6_k", "w_iq4_xs"));
 
 TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
   Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");

@@ -19,9 +19,9 @@
 namespace mtp {
 namespace {
 
-constexpr GgmlType kAllTypes[] = {GgmlType::F32,    GgmlType::F16,    GgmlType::BF16, GgmlType::Q8_0,
-                                  GgmlType::Q4_0,   GgmlType::Q4_K,   GgmlType::Q5_K, GgmlType::Q6_K,
-                                  GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q8_K};
+constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
+                                  GgmlType::Q4_0, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                                  GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q8_K};
 
 std::vector<uint8_t> quantize_or_die(GgmlType type, const std::vector<float>& x,
                                      const float* imatrix = nullptr) {
@@ -56,8 +56,8 @@ TEST(HandCheck, AllZeroRows) {
   EXPECT_EQ(hex(quantize_or_die(GgmlType::Q4_0, zeros)), repeat("0080" + repeat("88", 16), 16));
   EXPECT_EQ(hex(quantize_or_die(GgmlType::IQ4_NL, zeros)), repeat("0000" + repeat("88", 16), 16));
   EXPECT_EQ(hex(quantize_or_die(GgmlType::IQ4_XS, zeros)), repeat("0080aaaa00000000" + repeat("88", 128), 2));
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::F16,
-                     GgmlType::BF16, GgmlType::F32}) {
+  for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K,
+                     GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
     const std::vector<uint8_t> q = quantize_or_die(t, zeros);
     EXPECT_EQ(hex(q), std::string(2 * q.size(), '0')) << type_name(t);
   }

@@ -47,6 +47,14 @@ inline constexpr SmallVector kSmallVectors[] = {
      "403440d973fc953eb851ea741ca63fc862eb3e34c852ea841da64fc962fb852db741d9731a3440d973fc952eb851ea73"
      "1ca63fc862fbd333c851fb841da63fd962fb942eb740ea73d83340d962fc952ec751ea730da63fc851fb4534c852ea84"
      "1da64fc962fb852db741d973403440d973fc953eb851ea741ca63fc862eb3e34c852ea841da64fc962fb852db741d973"},
+    {"S2", GgmlType::Q3_K, false,
+     "aa55aa55aa55ffaa55aa55aaff55aa5555aa55aaff55aa55aa55ffaa55aa55aa005555aabbffcc1155aaaaff33005599"
+     "aa555500ccffaa66550033ffaaaa5555005555aabbffcc1155aaaaff33005599aa555500ccffaa66550033ffaaaa5555"
+     "00ee00cc00ee00cc00ff00ff49a4"},
+    {"S2", GgmlType::Q3_K, true,
+     "aa55aa55aa55ffaa55aa55aaf755aa5555aa55aafb55aa55aa55ffaa55aa55aa001555aafbffcc1059a6aefbf3045559"
+     "aa565501fcfeaba9564433fffeaa9545005555aabbffcc019966eebb33445599aa655510ccefba9a654433ffeeaa5955"
+     "679e11ca75e719ac00ff00ff35a5"},
     {"S2", GgmlType::Q4_K, false,
      "4d1cfc27fffcfffcfffdfffdffdcffdc8019a23bd56df78129b34cd57e08912ac45ce67f18a23bc46df78019b34bd56e"
      "8019a23bd56df78129b34cd57e08912ac45ce67f18a23bc46df78019b34bd56e8019a23bd56df78129b34cd57e08912a"
@@ -152,6 +160,16 @@ inline constexpr TensorHash kTensorHashes[] = {
      1408,
      "14d0beffb40f972827d28d7e161e7088b6e45ec1564fe263e383f7c3e37d1181",
      {"9d6b6db2343b5ba5", "82a9ee7b281bd709", "dfb7f6761de4b5a9", "2d7bc6ec54a1191f"}},
+    {GgmlType::Q3_K,
+     false,
+     880,
+     "0dae6b117e3f0e8dde25d4e1b39bb3fca84d9d09f954cb4915eb501995df17b5",
+     {"1e5eee0bdee4643a", "8cffde3824dabbc2", "7b3eee522f48c9d4", "163e7c14ccdc3240"}},
+    {GgmlType::Q3_K,
+     true,
+     880,
+     "5273190006f2e2b6869ceb9addb4fd2679607301dd79deccbeec504ca2edac16",
+     {"7a28e3893cd8babd", "a5a13fc48d321695", "ba7ebca60185272c", "ace75570ba5bdd6f"}},
     {GgmlType::Q5_K,
      true,
      1408,
@@ -203,6 +221,10 @@ inline constexpr TensorBlock kTensorBlocks[] = {
      "581c0228f9fdfcf4f7fffdee97d8cffb56878a45cc3708503da2fb589c44339b06387942ad0f98f955ecd9104fae44d9"
      "4ad1a8638e12a8f3159f5c3f303519d9b7e1375142e4da908108aa50ae8d2be862256e6939bcf95e44df6cb68a04b540"
      "d871b9710b378c84f2850f26f3468a23d759cbc40e2c86fca69a16c44a1b40dee25864fddb0a35eea154ad61c50e0b4d"},
+    {GgmlType::Q3_K, 0, 0,
+     "ca0797de113ff796cfb059eb3d0e6a83f5706eb98a1067b2f17e8659f4162d167770812bdbb88c289bcd62847f9aba72"
+     "811b835a552014cfddce9f47b8f5ea0f8df7afad49561ddb4a7b5ea7a162fb88f8c3e7c3a22892c27fa150f59e092396"
+     "68ac5c43bca50b46ccf30f0caca4"},
     {GgmlType::Q5_K, 0, 0,
      "27181b28fbfffdf6f7fefdec9adbabfdc44adf905770bdd881fe17a5734024cfb84931c0d3493feba807df00ad4f744f"
      "ac1f148b996f01907a45f7b0289966170c61e3954b0f30e3bbd8a2209e4c77a385a341b7fd2450f63b2fa95f615b23a2"

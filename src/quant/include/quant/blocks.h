@@ -35,6 +35,18 @@ struct BlockIQ4_NL {
 };
 static_assert(sizeof(BlockIQ4_NL) == 18);
 
+// Q3_K: 16 sub-blocks of 16 with 6-bit scales (biased by 32); y = (d * (sc_j - 32)) * (q - 4), q in [0, 7].
+// Element e's low 2 bits: qs[32(e / 128) + e % 32] >> (2 ((e % 128) / 32)); its high bit (set: q >= 4) in
+// hmask[e % 32] bit e / 32. Scale j: low 4 bits in scales[j % 8] (low nibble for j < 8, high for j >= 8),
+// high 2 bits in scales[8 + j % 4] bits 2 (j / 4), 2 (j / 4) + 1.
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[kKScaleBytes];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
 // Q4_K: 8 sub-blocks of 32; y = d*sc_j * q - dmin*m_j with 6-bit (sc_j, m_j) packed in `scales`.
 // qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l (high nibble), c = 0..3.
 struct BlockQ4_K {
@@ -84,6 +96,25 @@ static_assert(sizeof(BlockQ8_K) == 292);
 // The 16 non-linear levels shared by IQ4_NL and IQ4_XS (docs/formats.md 3.0.1).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 6-bit scale j (0..15, before the bias of 32 is taken off) of a Q3_K super-block's 12 scale bytes.
+inline int unpack_q3_k_scale(int j, const uint8_t* packed) {
+  const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+  return low | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+}
+
+// All 16 Q3_K scales at once, word-wise on the little-endian layout: out[j] = unpack_q3_k_scale(j, packed)
+// (tested on every byte value).
+inline void unpack_q3_k_scales(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  const uint32_t u[4] = {(w[0] & kLow4) | ((w[2] & kTop2) << 4),
+                         (w[1] & kLow4) | (((w[2] >> 2) & kTop2) << 4),
+                         ((w[0] >> 4) & kLow4) | (((w[2] >> 4) & kTop2) << 4),
+                         ((w[1] >> 4) & kLow4) | (((w[2] >> 6) & kTop2) << 4)};
+  std::memcpy(out, u, 16);
+}
 
 // The 6-bit (scale, min) pair j (0..7) of a Q4_K / Q5_K super-block's 12 scale bytes: pairs 0-3 in the low
 // 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 in the nibbles of bytes 8-11, with their top 2 bits

@@ -23,7 +23,8 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n, const float*
 void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n, const float* imatrix);
 void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n, const float* imatrix);
 
-// K-quants, super-block 256 (quantize_k.cpp).
+// K-quants, super-block 256 (quantize_k.cpp; Q3_K in quantize_q3k.cpp).
+void quantize_row_q3_K(const float* src, BlockQ3_K* dst, int64_t n, const float* imatrix);
 void quantize_row_q4_K(const float* src, BlockQ4_K* dst, int64_t n, const float* imatrix);
 void quantize_row_q5_K(const float* src, BlockQ5_K* dst, int64_t n, const float* imatrix);
 void quantize_row_q6_K(const float* src, BlockQ6_K* dst, int64_t n, const float* imatrix);
@@ -40,6 +41,7 @@ void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n);
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n);
+void dequantize_row_q3_K(const BlockQ3_K* src, float* dst, int64_t n);
 void dequantize_row_q4_K(const BlockQ4_K* src, float* dst, int64_t n);
 void dequantize_row_q5_K(const BlockQ5_K* src, float* dst, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* src, float* dst, int64_t n);
