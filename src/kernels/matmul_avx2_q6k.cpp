@@ -14,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include "avx2_k16_row.h"
 #include "avx2_util.h"
 #include "kernels/isa.h"
 #include "matmul_internal.h"
@@ -54,44 +55,23 @@ T2 inline __m256i six_bits(__m256i ql, __m256i qh, int i) {
 
 // ---- row format ----
 
-template <int NR>
-T2 void q6k_row(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-  __m128 acc[NR];
-  for (int r = 0; r < NR; ++r) acc[r] = _mm_setzero_ps();
-  for (int64_t sb = 0; sb < l.nb; ++sb) {
-    const auto* b = reinterpret_cast<const BlockQ6_K*>(w + sb * kSbBytes);
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);  // against the 16 bsums
-    __m256i isum[NR];
-    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      const int h = j >> 2, i = j & 3;
-      const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32 * (i & 1)));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
-      const __m256i v = six_bits(ql, qh, i);
-      // Elements 0-15 (the low 128 bits) have scale 2j, 16-31 scale 2j+1: int16 pairs (sc, sc).
-      const __m256i sc = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(b->scales[2 * j])),
-                                                 _mm_set1_epi16(b->scales[2 * j + 1]), 1);
-      for (int r = 0; r < NR; ++r) {
-        const __m256i q =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_sq_bytes(x[r], l) + 256 * sb + 32 * j));
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, q), sc));
-      }
-    }
-    const float d = _cvtsh_ss(b->d);
-    for (int r = 0; r < NR; ++r) {
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_bsums(x[r], l) + 16 * sb));
-      const int32_t total = hsum_epi32(isum[r]) - 32 * hsum_epi32(_mm256_madd_epi16(bs, sc16));
-      const float xd = act_d(x[r], l)[sb];
-      acc[r] = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), total), _mm_set_ss(d * xd), acc[r]);
-    }
+struct Q6kFormat {
+  static constexpr int kOffset = 32;
+  static constexpr int64_t kBlockBytes = kSbBytes;
+  T2 static __m128i scales(const uint8_t* block) {
+    return _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const BlockQ6_K*>(block)->scales));
   }
-  for (int r = 0; r < NR; ++r) out[r] = _mm_cvtss_f32(acc[r]);
-}
-
-void q6k_rows(const uint8_t* w, const uint8_t* const* x, int nr, const ActLayout& l, float* out) {
-  rows_by_four(nr, [&]<int NR>(int i) { q6k_row<NR>(w, x + i, l, out + i); });
-}
+  // Chunk j = 4H + i: elements 128H + 32i .. of half H.
+  T2 static __m256i values(const uint8_t* block, int j) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(block);
+    const int h = j >> 2, i = j & 3;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32 * (i & 1)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
+    return six_bits(ql, qh, i);
+  }
+  T2 static float d(const uint8_t* block) { return _cvtsh_ss(reinterpret_cast<const BlockQ6_K*>(block)->d); }
+};
 
 // ---- packed tiles ----
 //
@@ -219,7 +199,7 @@ void q6k_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x
 }  // namespace
 
 RowDotFn avx2_q6k_rows() {
-  return q6k_rows;
+  return k16_rows<Q6kFormat>;
 }
 TileFn avx2_q6k_packed() {
   return q6k_packed;
