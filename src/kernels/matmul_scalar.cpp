@@ -101,24 +101,32 @@ float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   return static_cast<float>(sum);
 }
 
+// Super-block i of a format with 16 sub-blocks of 16: the sum over s of scales[s] * (the 16 v * x of s).
+int32_t sub16_isum(const int8_t* v, const int* scales, const uint8_t* x, int64_t i) {
+  int32_t isum = 0;
+  for (int s = 0; s < 16; ++s) {
+    int32_t t = 0;
+    for (int j = 0; j < 16; ++j) t += v[16 * s + j] * act_q(x, i * 256 + 16 * s + j);
+    isum += scales[s] * t;
+  }
+  return isum;
+}
+
 // Q3_K: levels q - 4 in [-4, 3] under 6-bit scales sc_j - 32 (quant/blocks.h).
 float dot_q3_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(w);
   const float* xd = act_d(x, l);
   double sum = 0.0;
   for (int64_t i = 0; i < l.nb; ++i) {
-    int32_t isum = 0;
-    for (int s = 0; s < 16; ++s) {
-      int32_t t = 0;
-      for (int k = 0; k < 16; ++k) {
-        const int e = 16 * s + k;
-        const int low = (b[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        const int high = (b[i].hmask[e % 32] >> (e / 32)) & 1;
-        t += (low + 4 * high - 4) * act_q(x, i * 256 + e);
-      }
-      isum += (unpack_q3_k_scale(s, b[i].scales) - 32) * t;
+    int8_t v[256];
+    for (int e = 0; e < 256; ++e) {
+      const int low = (b[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      const int high = (b[i].hmask[e % 32] >> (e / 32)) & 1;
+      v[e] = static_cast<int8_t>(low + 4 * high - 4);
     }
-    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum;
+    int scales[16];
+    for (int s = 0; s < 16; ++s) scales[s] = unpack_q3_k_scale(s, b[i].scales) - 32;
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * sub16_isum(v, scales, x, i);
   }
   return static_cast<float>(sum);
 }
@@ -139,13 +147,9 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
         v[128 * h + 96 + j] = static_cast<int8_t>(((ql[j + 32] >> 4) | (((qh[j] >> 6) & 3) << 4)) - 32);
       }
     }
-    int32_t isum = 0;
-    for (int s = 0; s < 16; ++s) {
-      int32_t t = 0;
-      for (int j = 0; j < 16; ++j) t += v[16 * s + j] * act_q(x, i * 256 + 16 * s + j);
-      isum += b[i].scales[s] * t;
-    }
-    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum;
+    int scales[16];
+    for (int s = 0; s < 16; ++s) scales[s] = b[i].scales[s];
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * sub16_isum(v, scales, x, i);
   }
   return static_cast<float>(sum);
 }

@@ -55,15 +55,19 @@ std::vector<float> edge_rows(int64_t rows, int64_t n_in) {
 // The two unpackings of Q4_K/Q5_K scales and mins (quant/blocks.h: pair by pair, and word-wise as the SIMD
 // decoders use it) against the format's definition (ggml's get_scale_min_k4) on every value of each byte
 // position.
+// 12 scale bytes for trial t of 4096: every byte value in every position for t < 256, random after.
+void scale_bytes(int trial, uint32_t& state, uint8_t s[12]) {
+  for (int i = 0; i < 12; ++i) {
+    state = state * 1664525u + 1013904223u;
+    s[i] = static_cast<uint8_t>(trial < 256 ? trial : state >> 24);
+  }
+}
+
 TEST(KScales, WordWiseUnpackMatchesTheDefinition) {
   uint32_t state = 12345;
   for (int trial = 0; trial < 4096; ++trial) {
     uint8_t s[12];
-    for (uint8_t& b : s) {
-      state = state * 1664525u + 1013904223u;
-      b = static_cast<uint8_t>(state >> 24);
-    }
-    if (trial < 256) std::memset(s, trial, sizeof(s));  // every byte value in every position
+    scale_bytes(trial, state, s);
     uint8_t out[16];
     unpack_k_scales(s, out);
     for (int j = 0; j < 8; ++j) {
@@ -86,11 +90,7 @@ TEST(KScales, Q3KWordWiseUnpackMatchesTheDefinition) {
   uint32_t state = 777;
   for (int trial = 0; trial < 4096; ++trial) {
     uint8_t s[12];
-    for (uint8_t& b : s) {
-      state = state * 1664525u + 1013904223u;
-      b = static_cast<uint8_t>(state >> 24);
-    }
-    if (trial < 256) std::memset(s, trial, sizeof(s));
+    scale_bytes(trial, state, s);
     uint8_t out[16];
     unpack_q3_k_scales(s, out);
     for (int j = 0; j < 16; ++j) {
