@@ -21,6 +21,9 @@ enum Ftype : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ8_0 = 7,
+  kQ3_K_S = 11,
+  kQ3_K_M = 12,
+  kQ3_K_L = 13,
   kQ4_K_S = 14,
   kQ4_K_M = 15,
   kQ5_K_S = 16,
@@ -179,7 +182,11 @@ class Planner {
     } else if (cat == Category::kTokenEmbd) {
       // No rule for the supported targets: the default type.
     } else if (is_attn_v_like(cat)) {
-      if ((ft == kIQ4_NL || ft == kIQ4_XS) && m_.n_gqa >= 4)
+      if (ft == kQ3_K_M)
+        set(i_attention_wv_ < 2 ? GgmlType::Q5_K : GgmlType::Q4_K, "attn_v-like, Q3_K_M");
+      else if (ft == kQ3_K_L)
+        set(GgmlType::Q5_K, "attn_v-like, Q3_K_L");
+      else if ((ft == kIQ4_NL || ft == kIQ4_XS) && m_.n_gqa >= 4)
         set(GgmlType::Q5_K, "attn_v-like, n_gqa >= 4");
       else if ((ft == kQ4_K_M || ft == kQ5_K_M) && use_more_bits(i_attention_wv_, m_.n_attention_wv)) {
         set(GgmlType::Q6_K, "attn_v-like, use_more_bits");
@@ -199,7 +206,14 @@ class Planner {
         }
         i_layer = *b;
       }
-      if (ft == kQ4_K_M) {
+      if (ft == kQ3_K_M) {
+        if (i_layer < n_layer / 16)
+          set(GgmlType::Q5_K, "ffn_down, first sixteenth of layers");
+        else if (!falcon || use_more_bits(i_layer, n_layer))
+          set(GgmlType::Q4_K, "ffn_down, Q3_K_M");
+      } else if (ft == kQ3_K_L) {
+        set(falcon ? GgmlType::Q4_K : GgmlType::Q5_K, "ffn_down, Q3_K_L");
+      } else if (ft == kQ4_K_M) {
         if (!falcon && use_more_bits(i_layer, n_layer)) set(GgmlType::Q6_K, "ffn_down, use_more_bits");
       } else if (i_layer < n_layer / 8 && (ft == kIQ4_NL || ft == kIQ4_XS) && !opt_.has_imatrix) {
         set(GgmlType::Q5_K, "ffn_down, first eighth of layers, no imatrix");
@@ -212,8 +226,16 @@ class Planner {
       }
       ++i_ffn_down_;
     } else if (cat == Category::kAttnOutput) {
-      if (!falcon && m_.n_expert == 8 && (ft == kIQ4_NL || ft == kQ4_K_S || ft == kQ4_K_M || ft == kIQ4_XS)) {
-        set(GgmlType::Q5_K, "attn_output, 8 experts");
+      const bool q5k_with_8_experts =
+          ft == kQ3_K_S || ft == kQ3_K_M || ft == kIQ4_NL || ft == kQ4_K_S || ft == kQ4_K_M || ft == kIQ4_XS;
+      if (falcon) {
+        if (ft == kQ3_K_L) set(GgmlType::Q4_K, "attn_output, Q3_K_L");
+      } else if (m_.n_expert == 8) {
+        if (q5k_with_8_experts) set(GgmlType::Q5_K, "attn_output, 8 experts");
+      } else if (ft == kQ3_K_M) {
+        set(GgmlType::Q4_K, "attn_output, Q3_K_M");
+      } else if (ft == kQ3_K_L) {
+        set(GgmlType::Q5_K, "attn_output, Q3_K_L");
       }
     }
     return type;
@@ -288,6 +310,8 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
   };
   static const Known kKnown[] = {
       {"Q8_0", kQ8_0, GgmlType::Q8_0},       {"Q4_0", kQ4_0, GgmlType::Q4_0},
+      {"Q3_K", kQ3_K_M, GgmlType::Q3_K},     {"Q3_K_M", kQ3_K_M, GgmlType::Q3_K},
+      {"Q3_K_S", kQ3_K_S, GgmlType::Q3_K},   {"Q3_K_L", kQ3_K_L, GgmlType::Q3_K},
       {"Q4_K", kQ4_K_M, GgmlType::Q4_K},     {"Q4_K_M", kQ4_K_M, GgmlType::Q4_K},
       {"Q4_K_S", kQ4_K_S, GgmlType::Q4_K},   {"Q5_K", kQ5_K_M, GgmlType::Q5_K},
       {"Q5_K_M", kQ5_K_M, GgmlType::Q5_K},   {"Q5_K_S", kQ5_K_S, GgmlType::Q5_K},
@@ -304,7 +328,8 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
   }
   return invalid_argument(
       "unknown quantization type '", text,
-      "' (supported: Q8_0 Q4_0 Q4_K Q4_K_S Q4_K_M Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS F16 BF16 F32)");
+      "' (supported: Q8_0 Q4_0 Q3_K Q3_K_S Q3_K_M Q3_K_L Q4_K Q4_K_S Q4_K_M Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL "
+      "IQ4_XS F16 BF16 F32)");
 }
 
 Expected<TensorTypeOverride> parse_tensor_type_override(const std::string& text) {

@@ -98,6 +98,43 @@ TEST(QuantizePlan, Q6KEverywhereItMayQuantize) {
   }
 }
 
+// llama-quantize's Q3_K_S/M/L rules on the policy model (4 experts, n_gqa 8, block_count 9): Q3_K_M gives the
+// first two attn_v-like tensors (in file order) Q5_K and the others Q4_K, every ffn_down Q4_K (block_count /
+// 16 is 0 layers of Q5_K) and attn_output Q4_K; Q3_K_L gives all three Q5_K; Q3_K_S none of them.
+TEST(QuantizePlan, Q3KMixturesFollowLlamaQuantize) {
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
+  auto f = GgufFile::open(path);
+  for (const std::string target : {"Q3_K_S", "Q3_K_M", "Q3_K_L"}) {
+    surgery::QuantizeOptions o;
+    o.target = *surgery::parse_quantize_target(target);
+    auto plan = surgery::plan_quantization(*f, o);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    int attn_v_like = 0;
+    for (const auto& p : plan->tensors) {
+      const std::string& name = p.tensor->name;
+      GgmlType want = GgmlType::Q3_K;
+      if (surgery::why_not_quantizable(*p.tensor) != nullptr) {
+        want = p.tensor->type;
+      } else if (name == "output.weight") {
+        want = GgmlType::Q6_K;
+      } else if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight")) {
+        if (target == "Q3_K_M") want = attn_v_like < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+        if (target == "Q3_K_L") want = GgmlType::Q5_K;
+        ++attn_v_like;
+      } else if (name.find("ffn_down") != std::string::npos) {
+        if (target == "Q3_K_M") want = GgmlType::Q4_K;
+        if (target == "Q3_K_L") want = GgmlType::Q5_K;
+      } else if (ends_with(name, "attn_output.weight")) {
+        if (target == "Q3_K_M") want = GgmlType::Q4_K;
+        if (target == "Q3_K_L") want = GgmlType::Q5_K;
+      }
+      EXPECT_EQ(p.to, want) << target << " " << name << ": got " << type_name(p.to);
+    }
+    EXPECT_GT(attn_v_like, 2) << target;
+  }
+}
+
 TEST(QuantizePlan, EightExpertsAndFallbacks) {
   TempDir dir;
   // tiny: 8 experts (attn_v-like and attn_k -> Q8_0, attn_output -> Q5_K with llama's 8-expert rules), and
@@ -118,7 +155,8 @@ TEST(QuantizePlan, OverridesAndTargets) {
   EXPECT_EQ(surgery::parse_quantize_target("iq4_xs")->file_type, 30u);
   EXPECT_EQ(surgery::parse_quantize_target("18")->default_type, GgmlType::Q6_K);
   EXPECT_EQ(surgery::parse_quantize_target("Q4_K")->file_type, 15u);  // Q4_K_M, as llama-quantize
-  EXPECT_FALSE(surgery::parse_quantize_target("Q3_K").ok());
+  EXPECT_EQ(surgery::parse_quantize_target("q3_k")->file_type, 12u);  // Q3_K_M, as llama-quantize
+  EXPECT_FALSE(surgery::parse_quantize_target("Q2_K").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_(=q8_0").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down=q9").ok());
@@ -198,7 +236,7 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
   EXPECT_EQ(
-      testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type Q3_K").exit_code,
+      testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type Q2_K").exit_code,
       2);
   EXPECT_EQ(
       testing::run_mtp("quantize tests/data/example.gguf tests/data/example.gguf --type Q8_0").exit_code, 2);
