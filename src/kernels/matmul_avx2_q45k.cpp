@@ -170,16 +170,18 @@ T2 inline __m256i scale_pair(const __m256i u[4], int j) {
 }
 
 // isum over one half of one super-block: isum[r] = sum_j sc_j * (the 32 products of sub-block j), per lane
-// (qs: the super-block's qs pieces; qh: its qh lines, Q5_K).
+// (hdr: the super-block, whose successors are prefetched; qs: its qs pieces; qh: its qh lines, Q5_K).
 template <bool kFive>
 struct MaddSums {
   static constexpr int kPassRows = 4;
   template <int NR>
-  T2 static void sums(const uint8_t* qs, const uint8_t* qh, int h, const __m256i u[4], int64_t sb,
-                      const uint8_t* const* x, __m256i* isum) {
+  T2 static void sums(const uint8_t* hdr, const uint8_t* qs, const uint8_t* qh, int h, const __m256i u[4],
+                      int64_t sb, const uint8_t* const* x, __m256i* isum) {
     constexpr int kStep = K45<kFive>::kLinesPerScale;
     for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      // The super-block ahead, 16 x 3 lines >= 2816 bytes (Q5_K's).
+      prefetch_slice<3>(hdr, 8 * h + j, kPrefetchL1Bytes, kPrefetchL2Bytes);
       const uint8_t* piece = qs + (j >> 1) * kPieceBytes + 32 * h;
       const __m256i sc = scale_pair(u, j);
       for (int g0 = 0; g0 < 8; g0 += kStep) {
@@ -204,10 +206,12 @@ template <bool kFive>
 struct VnniSums {
   static constexpr int kPassRows = 8;
   template <int NR>
-  T2V static void sums(const uint8_t* qs, const uint8_t* qh, int h, const __m256i u[4], int64_t sb,
-                       const uint8_t* const* x, __m256i* isum) {
+  T2V static void sums(const uint8_t* hdr, const uint8_t* qs, const uint8_t* qh, int h, const __m256i u[4],
+                       int64_t sb, const uint8_t* const* x, __m256i* isum) {
     for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      // The super-block ahead, 16 x 3 lines >= 2816 bytes (Q5_K's).
+      prefetch_slice<3>(hdr, 8 * h + j, kPrefetchL1Bytes, kPrefetchL2Bytes);
       const uint8_t* piece = qs + (j >> 1) * kPieceBytes + 32 * h;
       __m256i s[NR];
       for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
@@ -233,15 +237,11 @@ T2 inline void packed_super_block(const uint8_t* tile, int64_t sb, const uint8_t
                                   const uint8_t* const* xs, const ActLayout& l, float* acc, float* accm) {
   using F = K45<kFive>;
   const uint8_t* hdr = tile + sb * F::kPackedSbBytes;
-  for (int64_t off = 0; off < F::kPackedSbBytes; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL2Bytes + off), _MM_HINT_T1);
-  }
   for (int h = 0; h < 2; ++h) {
     __m256i u[4];
     packed_scale_words(hdr, h, u);
     __m256i isum[NR];
-    Sums<kFive>::template sums<NR>(hdr + F::kPackedQs, hdr + kHeaderBytes, h, u, sb, xs, isum);
+    Sums<kFive>::template sums<NR>(hdr, hdr + F::kPackedQs, hdr + kHeaderBytes, h, u, sb, xs, isum);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 16 * h)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * h)));
     for (int r = 0; r < NR; ++r) {

@@ -147,10 +147,6 @@ T2 void packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayou
   for (int r = 0; r < NR; ++r) xs[r] = act_sq_bytes(x[r], l);
   for (int64_t sb = 0; sb < l.nb; ++sb) {
     const uint8_t* hdr = tile + sb * kPackedSbBytes;
-    for (int64_t off = 0; off < kPackedSbBytes; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL2Bytes + off), _MM_HINT_T1);
-    }
     for (int h = 0; h < 2; ++h) {
       // Per sub-block s: (sc_s, sc_s) for the products, and (sc_2k, sc_2k+1) for the bsums' correction.
       __m256i sc_pair[16], bs_pair[8];
@@ -163,9 +159,11 @@ T2 void packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayou
       }
       __m256i isum[NR];
       for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < 8; ++j) {
+        prefetch_slice<4>(hdr, 8 * h + j, kPrefetchL1Bytes, kPrefetchL2Bytes);  // 16 x 4 lines >= 3360 bytes
         Sums::template chunk<NR>(hdr + kHeaderBytes + (j >> 2) * 3 * kLinesBytes, j & 3, h, sc_pair, sb, j,
                                  xs, isum);
+      }
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 16 * h)));
       for (int r = 0; r < NR; ++r) {
         const __m256i corr = packed_scale_sums(bs_pair, act_bsums(x[r], l) + 16 * sb);
