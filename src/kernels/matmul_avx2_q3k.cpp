@@ -38,8 +38,9 @@ T2 inline __m256i three_bits(const BlockQ3_K& b, int j) {
 struct Q3kFormat {
   static constexpr int kOffset = 4;
   static constexpr int64_t kBlockBytes = sizeof(BlockQ3_K);
-  // The 16 scales in registers (quant/blocks.h's unpack_q3_k_scales, lane for lane): through a stack array
-  // they cost half of a one-row pass on Zen 3 (four 4-byte stores that a 16-byte load cannot forward from).
+  // The 16 scales (quant/blocks.h's unpack_q3_k_scale, lane for lane), in registers: unpacked word-wise
+  // through a stack array they cost half of a one-row pass on Zen 3 (four 4-byte stores that a 16-byte load
+  // cannot forward from).
   T2 static __m128i scales(const uint8_t* block) {
     const uint8_t* packed = reinterpret_cast<const BlockQ3_K*>(block)->scales;
     const __m128i m4 = _mm_set1_epi8(0x0F);

@@ -119,11 +119,7 @@ float dot_q3_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   double sum = 0.0;
   for (int64_t i = 0; i < l.nb; ++i) {
     int8_t v[256];
-    for (int e = 0; e < 256; ++e) {
-      const int low = (b[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-      const int high = (b[i].hmask[e % 32] >> (e / 32)) & 1;
-      v[e] = static_cast<int8_t>(low + 4 * high - 4);
-    }
+    for (int e = 0; e < 256; ++e) v[e] = static_cast<int8_t>(q3_k_level(b[i], e) - 4);
     int scales[16];
     for (int s = 0; s < 16; ++s) scales[s] = unpack_q3_k_scale(s, b[i].scales) - 32;
     sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * sub16_isum(v, scales, x, i);

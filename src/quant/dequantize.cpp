@@ -59,12 +59,7 @@ void dequantize_row_q3_K(const BlockQ3_K* src, float* dst, int64_t n) {
     float* y = dst + b * kQK_K;
     for (int j = 0; j < kQK_K / 16; ++j) {
       const float dl = d * static_cast<float>(unpack_q3_k_scale(j, x.scales) - 32);
-      for (int i = 0; i < 16; ++i) {
-        const int e = 16 * j + i;
-        const int low = (x.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        const int high = (x.hmask[e % 32] >> (e / 32)) & 1;
-        y[e] = dl * static_cast<float>(low + 4 * high - 4);
-      }
+      for (int e = 16 * j; e < 16 * j + 16; ++e) y[e] = dl * static_cast<float>(q3_k_level(x, e) - 4);
     }
   }
 }

@@ -103,17 +103,10 @@ inline int unpack_q3_k_scale(int j, const uint8_t* packed) {
   return low | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
 }
 
-// All 16 Q3_K scales at once, word-wise on the little-endian layout: out[j] = unpack_q3_k_scale(j, packed)
-// (tested on every byte value).
-inline void unpack_q3_k_scales(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  uint32_t w[3];
-  std::memcpy(w, packed, 12);
-  const uint32_t u[4] = {(w[0] & kLow4) | ((w[2] & kTop2) << 4),
-                         (w[1] & kLow4) | (((w[2] >> 2) & kTop2) << 4),
-                         ((w[0] >> 4) & kLow4) | (((w[2] >> 4) & kTop2) << 4),
-                         ((w[1] >> 4) & kLow4) | (((w[2] >> 6) & kTop2) << 4)};
-  std::memcpy(out, u, 16);
+// The 3-bit level q (0..7; the value is q - 4) of element e (0..255) of a Q3_K super-block.
+inline int q3_k_level(const BlockQ3_K& b, int e) {
+  const int low = (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+  return low | (((b.hmask[e % 32] >> (e / 32)) & 1) << 2);
 }
 
 // The 6-bit (scale, min) pair j (0..7) of a Q4_K / Q5_K super-block's 12 scale bytes: pairs 0-3 in the low
