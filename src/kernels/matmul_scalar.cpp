@@ -101,41 +101,42 @@ float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   return static_cast<float>(sum);
 }
 
-// Super-block i of a format with 16 sub-blocks of 16: the sum over s of scales[s] * (the 16 v * x of s).
-int32_t sub16_isum(const int8_t* v, const int* scales, const uint8_t* x, int64_t i) {
-  int32_t isum = 0;
-  for (int s = 0; s < 16; ++s) {
-    int32_t t = 0;
-    for (int j = 0; j < 16; ++j) t += v[16 * s + j] * act_q(x, i * 256 + 16 * s + j);
-    isum += scales[s] * t;
-  }
-  return isum;
-}
-
-// Q3_K: levels q - 4 in [-4, 3] under 6-bit scales sc_j - 32 (quant/blocks.h).
-float dot_q3_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
-  const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(w);
+// A format with 16 sub-blocks of 16 under signed scales: decode(block, v, scales) gives a super-block's 256
+// values and 16 scales; sum over super-blocks i of d_w * d_x * sum_s scales[s] * (the 16 v * x of s).
+template <class Block, class Decode>
+float dot_sub16(const uint8_t* w, const uint8_t* x, const ActLayout& l, Decode decode) {
+  const Block* b = reinterpret_cast<const Block*>(w);
   const float* xd = act_d(x, l);
   double sum = 0.0;
   for (int64_t i = 0; i < l.nb; ++i) {
     int8_t v[256];
-    for (int e = 0; e < 256; ++e) v[e] = static_cast<int8_t>(q3_k_level(b[i], e) - 4);
     int scales[16];
-    for (int s = 0; s < 16; ++s) scales[s] = unpack_q3_k_scale(s, b[i].scales) - 32;
-    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * sub16_isum(v, scales, x, i);
+    decode(b[i], v, scales);
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0;
+      for (int j = 0; j < 16; ++j) t += v[16 * s + j] * act_q(x, i * 256 + 16 * s + j);
+      isum += scales[s] * t;
+    }
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum;
   }
   return static_cast<float>(sum);
 }
 
+// Q3_K: levels q - 4 in [-4, 3] under 6-bit scales sc_j - 32 (quant/blocks.h).
+float dot_q3_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_sub16<BlockQ3_K>(w, x, l, [](const BlockQ3_K& b, int8_t* v, int* scales) {
+    for (int e = 0; e < 256; ++e) v[e] = static_cast<int8_t>(q3_k_level(b, e) - 4);
+    for (int s = 0; s < 16; ++s) scales[s] = unpack_q3_k_scale(s, b.scales) - 32;
+  });
+}
+
+// Q6_K: six-bit values - 32 under int8 scales.
 float dot_q6_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
-  const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(w);
-  const float* xd = act_d(x, l);
-  double sum = 0.0;
-  for (int64_t i = 0; i < l.nb; ++i) {
-    int8_t v[256];
+  return dot_sub16<BlockQ6_K>(w, x, l, [](const BlockQ6_K& b, int8_t* v, int* scales) {
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = b[i].ql + 64 * h;
-      const uint8_t* qh = b[i].qh + 32 * h;
+      const uint8_t* ql = b.ql + 64 * h;
+      const uint8_t* qh = b.qh + 32 * h;
       for (int j = 0; j < 32; ++j) {
         v[128 * h + j] = static_cast<int8_t>(((ql[j] & 15) | (((qh[j] >> 0) & 3) << 4)) - 32);
         v[128 * h + 32 + j] = static_cast<int8_t>(((ql[j + 32] & 15) | (((qh[j] >> 2) & 3) << 4)) - 32);
@@ -143,11 +144,8 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
         v[128 * h + 96 + j] = static_cast<int8_t>(((ql[j + 32] >> 4) | (((qh[j] >> 6) & 3) << 4)) - 32);
       }
     }
-    int scales[16];
-    for (int s = 0; s < 16; ++s) scales[s] = b[i].scales[s];
-    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * sub16_isum(v, scales, x, i);
-  }
-  return static_cast<float>(sum);
+    for (int s = 0; s < 16; ++s) scales[s] = b.scales[s];
+  });
 }
 
 float dot_iq4_xs(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
