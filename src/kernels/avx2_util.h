@@ -46,19 +46,6 @@ MTP_TARGET_AVX2 inline __m256i madd_epi16_mem(__m256i x, const __m256i& m) {
   return x;
 }
 
-// Slice k of the prefetches for the data ahead of a packed super-block at p: kLines lines at p + 64 kLines k,
-// into L1 from l1 bytes ahead and into L2 from l2 bytes ahead. Issued a slice per chunk of work rather than
-// all at the start of a super-block: on Zen 3 a burst of 100 prefetches at once left one-row passes waiting
-// on memory (a Q6_K pass over the output head's shape ran 1.7x faster spread out).
-template <int kLines>
-MTP_TARGET_AVX2 inline void prefetch_slice(const uint8_t* p, int k, int64_t l1, int64_t l2) {
-  const char* q = reinterpret_cast<const char*>(p) + 64 * kLines * k;
-  for (int m = 0; m < kLines; ++m) {
-    _mm_prefetch(q + l1 + 64 * m, _MM_HINT_T0);
-    _mm_prefetch(q + l2 + 64 * m, _MM_HINT_T1);
-  }
-}
-
 // The sum of the 8 int32 lanes (exact while it fits).
 MTP_TARGET_AVX2 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

@@ -34,9 +34,14 @@ constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(kFive ? sizeof(Bloc
 template <bool kFive>
 constexpr int64_t kPackedQs = kFive ? 768 : 256;
 // Weights stream from DRAM at decode: each super-block requests the bytes this far ahead into L1 and L2
-// (as the other packed kernels).
+// (as the other packed kernels), a slice before each sub-block (prefetch_slice).
 constexpr int64_t kPrefetchL1Bytes = 2304;
 constexpr int64_t kPrefetchL2Bytes = 12288;
+// Cache lines per slice, one slice per sub-block j: 8 slices cover a super-block (36 lines Q4_K, 44 Q5_K).
+template <bool kFive>
+constexpr int kPrefetchLines = kFive ? 6 : 5;
+static_assert(8 * 64 * kPrefetchLines<false> >= kPackedSbBytes<false>);
+static_assert(8 * 64 * kPrefetchLines<true> >= kPackedSbBytes<true>);
 // Activation rows per pass over a tile: each pass decodes the tile's nibbles once, for all its rows.
 constexpr int kPassRows = 8;
 
@@ -83,15 +88,12 @@ T512 void k45_pass(const uint8_t* tile, const uint8_t* const* x, const uint8_t* 
   const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1), byte = _mm512_set1_epi32(0xFF);
   for (int64_t sb = 0; sb < l.nb; ++sb) {
     const uint8_t* hdr = tile + sb * kPackedSbBytes<kFive>;
-    for (int64_t off = 0; off < kPackedSbBytes<kFive>; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL2Bytes + off), _MM_HINT_T1);
-    }
     __m512i u[4];
     scale_words(hdr, u);
     __m512i isum[NR];
     for (int r = 0; r < NR; ++r) isum[r] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
+      prefetch_slice<kPrefetchLines<kFive>>(hdr, j, kPrefetchL1Bytes, kPrefetchL2Bytes);
       const uint8_t* piece = hdr + kPackedQs<kFive> + (j >> 1) * kPieceBytes;
       __m512i wv[8];
       for (int g = 0; g < 8; ++g) {

@@ -26,6 +26,9 @@ constexpr int64_t kLinesBytes = 512;   // a piece: 8 lines of 16 rows x 4 bytes
 constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ6_K));
 constexpr int64_t kPrefetchL1Bytes = 3360;
 constexpr int64_t kPrefetchL2Bytes = 13440;
+// Cache lines per slice, one slice before each of the 8 chunks j of a super-block (52.5 lines in all).
+constexpr int kPrefetchLines = 7;
+static_assert(8 * 64 * kPrefetchLines >= kPackedSbBytes);
 constexpr int kPassRows = 8;
 
 // The unsigned six-bit values of chunk i (0..3) of a half, as the AVX2 kernel decodes them.
@@ -54,16 +57,13 @@ T512 void q6k_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout
   const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int64_t sb = 0; sb < l.nb; ++sb) {
     const uint8_t* hdr = tile + sb * kPackedSbBytes;
-    for (int64_t off = 0; off < kPackedSbBytes; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL1Bytes + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(hdr + kPrefetchL2Bytes + off), _MM_HINT_T1);
-    }
     __m512i sc[16];
     for (int s = 0; s < 16; ++s)
       sc[s] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * s)));
     __m512i isum[NR];
     for (int r = 0; r < NR; ++r) isum[r] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
+      prefetch_slice<kPrefetchLines>(hdr, j, kPrefetchL1Bytes, kPrefetchL2Bytes);
       const int i = j & 3;
       const uint8_t* half = hdr + kHeaderBytes + (j >> 2) * 3 * kLinesBytes;
       __m512i wv[8];

@@ -30,6 +30,20 @@
 
 namespace mtp::kernels::detail {
 
+// Slice k of the prefetches for the data ahead of a packed super-block at p: kLines cache lines at
+// p + 64 kLines k, into L1 from l1 bytes ahead (prefetcht0) and into L2 from l2 bytes ahead (prefetcht1).
+// The packed K-quant kernels issue one slice per chunk of a super-block's work rather than all of them at its
+// start: a burst of 70-110 prefetches at once left one-row passes waiting on memory (on Zen 3 a Q6_K pass
+// over the output head's shape ran 1.7x faster spread out; docs/kernels.md has the figures per level).
+template <int kLines>
+inline void prefetch_slice(const uint8_t* p, int k, int64_t l1, int64_t l2) {
+  const uint8_t* q = p + 64 * kLines * k;
+  for (int m = 0; m < kLines; ++m) {
+    __builtin_prefetch(q + l1 + 64 * m, 0, 3);
+    __builtin_prefetch(q + l2 + 64 * m, 0, 2);
+  }
+}
+
 // Byte layout of one prepared activation row (all offsets from the row start, 64-byte aligned).
 //   kQ8_0: qs[n_in] int8 | d[nb] f32 (the fp16 block scale, widened) | dexp[nb * 8] f32 (d repeated 8 times)
 //   kQ8_K: qs[n_in] int8 | d[nb] f32 | bsums[nb * 16] int16
