@@ -115,6 +115,7 @@ TileFn avx2_q8_0_packed();
 TileFn avx2_q8_0_tile();
 // matmul_avx2_q3k.cpp (nullptr where not compiled).
 RowDotFn avx2_q3k_rows();
+TileFn avx2_q3k_packed();
 // matmul_avx2_q6k.cpp (nullptr where not compiled).
 RowDotFn avx2_q6k_rows();
 TileFn avx2_q6k_packed();

@@ -28,6 +28,11 @@ constexpr int64_t kQ6KBlockBytes = sizeof(BlockQ6_K);
 constexpr int64_t kQ6KHeaderBytes = 288;
 constexpr int64_t kQ6KPieceBytes = 512;
 
+// Q3_K: per super-block of a tile a 224-byte header, 512 bytes of hmask, then 2 x 512 bytes of qs.
+constexpr int64_t kQ3KBlockBytes = sizeof(BlockQ3_K);
+constexpr int64_t kQ3KHeaderBytes = 224;
+constexpr int64_t kQ3KPieceBytes = 512;
+
 // The pieces of row o (of a tile of `type` rows with nb blocks each): move<bytes>(tile_offset, row_offset)
 // for every piece. The sizes are compile-time constants so the copies inline to single moves (packing
 // streams the whole model once at load).
@@ -56,6 +61,22 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
           move.template operator()<4>(base + 2 * kQ6KPieceBytes + 64 * g + 4 * o,
                                       from + offsetof(BlockQ6_K, qh) + 32 * half + 4 * g);
         }
+      }
+    }
+    return;
+  }
+  if (type == GgmlType::Q3_K) {
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const int64_t h = sb * kPackRows * kQ3KBlockBytes, from = sb * kQ3KBlockBytes;
+      move.template operator()<2>(h + 2 * o, from + offsetof(BlockQ3_K, d));
+      for (int64_t w = 0; w < 3; ++w)
+        move.template operator()<4>(h + 32 + 64 * w + 4 * o, from + offsetof(BlockQ3_K, scales) + 4 * w);
+      for (int64_t g = 0; g < 8; ++g) {
+        move.template operator()<4>(h + kQ3KHeaderBytes + 64 * g + 4 * o,
+                                    from + offsetof(BlockQ3_K, hmask) + 4 * g);
+        for (int64_t half = 0; half < 2; ++half)
+          move.template operator()<4>(h + kQ3KHeaderBytes + (1 + half) * kQ3KPieceBytes + 64 * g + 4 * o,
+                                      from + offsetof(BlockQ3_K, qs) + 32 * half + 4 * g);
       }
     }
     return;
@@ -95,7 +116,7 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
 
 bool is_packable_type(GgmlType type) {
   return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
-         type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+         type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q3_K;
 }
 
 int64_t blocks_per_row(const MatrixView& w) {
