@@ -37,6 +37,7 @@ bool is_matmul_supported(GgmlType type) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -57,6 +58,7 @@ ActFormat act_format(GgmlType weight_type) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4:
       return ActFormat::kQ8_0;
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:

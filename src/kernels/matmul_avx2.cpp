@@ -61,11 +61,17 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 
 // ---- 32-element block types with Q8_0 activations ----
 
-template <const int8_t* kTable>
+// Q4_0 and IQ4_NL (an fp16 scale, then the nibbles), or MXFP4 (kMx: an E8M0 exponent byte, then the nibbles).
+template <const int8_t* kTable, bool kMx = false>
 struct DecNibble32 {
-  static constexpr int kBytes = sizeof(BlockQ4_0);
+  static constexpr int kBytes = kMx ? sizeof(BlockMXFP4) : sizeof(BlockQ4_0);
+  static constexpr int kQs = kMx ? 1 : 2;
   T2 static __m256i vals(const uint8_t* blk) {
-    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), kTable);
+    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs)), kTable);
+  }
+  T2 static float scale(const uint8_t* blk) {
+    if constexpr (kMx) return mxfp4_scale(blk[0]);
+    return h2f(load_u16(blk));
   }
 };
 
@@ -77,7 +83,7 @@ T2 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& 
     const uint8_t* blk = w + b * Dec::kBytes;
     const __m256i v = Dec::vals(blk);
     const __m256i av = _mm256_sign_epi8(v, v);
-    const __m256 wd = _mm256_set1_ps(h2f(load_u16(blk)));
+    const __m256 wd = _mm256_set1_ps(Dec::scale(blk));
     for (int r = 0; r < NR; ++r) {
       const __m256i p = idot(av, v, loadu256(x[r] + 32 * b));
       const __m256 s = _mm256_mul_ps(wd, _mm256_loadu_ps(act_dexp(x[r], l) + 8 * b));
@@ -168,6 +174,7 @@ KernelSet make_set() {
   s.tile_min_rows[static_cast<int>(GgmlType::Q8_0)] = 1;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
+  s.dot[static_cast<int>(GgmlType::MXFP4)] = q8_0_rows<DecNibble32<kMxfp4Values, true>>;
   s.dot[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_rows();
   s.packed[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_packed();
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);

@@ -74,16 +74,22 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 // ---- 32-element block types, dotted with Q8_0 activations (Q8_0 itself: matmul_avx512_q8_0.cpp) ----
 // vals2: blocks b and b+1 -> 64 int8; vals1: block b in the low half, zeros above.
 
-template <const int8_t* kTable>
-struct DecNibble32 {  // Q4_0, IQ4_NL
-  static constexpr int kBytes = sizeof(BlockQ4_0);
+// Q4_0 and IQ4_NL (an fp16 scale, then the nibbles), or MXFP4 (kMx: an E8M0 exponent byte, then the nibbles).
+template <const int8_t* kTable, bool kMx = false>
+struct DecNibble32 {
+  static constexpr int kBytes = kMx ? sizeof(BlockMXFP4) : sizeof(BlockQ4_0);
+  static constexpr int kQs = kMx ? 1 : 2;
+  T512 static float scale(const uint8_t* blk) {
+    if constexpr (kMx) return mxfp4_scale(blk[0]);
+    return h2f(load_u16(blk));
+  }
   T512 static __m512i vals2(const uint8_t* blk) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + 2));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + kQs));
     return nibbles64(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), table_of(kTable));
   }
   T512 static __m512i vals1(const uint8_t* blk) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
     const __m256i z = _mm256_and_si256(
         _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_srli_epi16(a, 4), 1), _mm256_set1_epi8(0x0F));
     const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
@@ -101,7 +107,7 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* blk = w + b * Dec::kBytes;
     const __m512i v = Dec::vals2(blk);
-    const __m512 wd = two_halves(h2f(load_u16(blk)), h2f(load_u16(blk + Dec::kBytes)));
+    const __m512 wd = two_halves(Dec::scale(blk), Dec::scale(blk + Dec::kBytes));
     const __m512i corr = corr_of(v);
     for (int r = 0; r < NR; ++r) {
       const __m512i p = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x[r] + 32 * b), v);
@@ -112,7 +118,7 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
   if (b < nb) {
     const uint8_t* blk = w + b * Dec::kBytes;
     const __m512i v = Dec::vals1(blk);
-    const __m512 wd = _mm512_zextps256_ps512(_mm256_set1_ps(h2f(load_u16(blk))));
+    const __m512 wd = _mm512_zextps256_ps512(_mm256_set1_ps(Dec::scale(blk)));
     const __m512i corr = corr_of(v);
     for (int r = 0; r < NR; ++r) {
       const __m512i xv =
@@ -269,6 +275,7 @@ KernelSet make_set() {
   s.tile_min_rows[static_cast<int>(GgmlType::BF16)] = 4;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
+  s.dot[static_cast<int>(GgmlType::MXFP4)] = q8_0_rows<DecNibble32<kMxfp4Values, true>>;
   // Q4_K, Q5_K: the AVX2 row kernel (AVX2 instructions run here too) and the packed AVX-512 kernel that gives
   // its bits (matmul_avx512_q45k.cpp); decode of an 8-layer Q4_K file 1.5-1.8x the row kernels of before.
   // Q3_K: the AVX2 row kernel and the packed AVX-512 kernel that gives its bits (matmul_avx512_q3k.cpp).

@@ -1,7 +1,7 @@
 // Arm kernels (the `neon` level: AArch64 NEON with the dot-product extension, ARMv8.2-A and later: Graviton
 // 2-4, Ampere Altra, Neoverse, Cortex-A76 and later, Apple M1 and later) for the quantized types of the model
 // files: IQ4_XS, Q8_0, Q4_K, Q5_K and Q6_K weights against Q8_K / Q8_0 activations, and the float types (F32,
-// F16, BF16) against f32 activations. Q4_0 and IQ4_NL run their scalar kernels at this level.
+// F16, BF16) against f32 activations. Q4_0, IQ4_NL and MXFP4 run their scalar kernels at this level.
 //
 // Canonical order of one (weight row, activation row) pair, that of the AVX2 level (matmul_avx2_iq4xs.cpp,
 // matmul_avx2_q8_0.cpp, matmul_avx2_q45k.cpp, matmul_avx2_q6k.cpp), so an Arm machine and an x86 one at

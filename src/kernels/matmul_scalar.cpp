@@ -21,7 +21,7 @@ int32_t idot32(const int8_t* w, const uint8_t* x) {
   return s;
 }
 
-// Unpacks a Q4_0 / IQ4_NL 16-byte nibble array into 32 values through `table`.
+// Unpacks a Q4_0 / IQ4_NL / MXFP4 16-byte nibble array into 32 values through `table`.
 void unpack_nibbles32(const uint8_t* qs, const int8_t* table, int8_t* out) {
   for (int j = 0; j < 16; ++j) {
     out[j] = table[qs[j] & 15];
@@ -31,6 +31,16 @@ void unpack_nibbles32(const uint8_t* qs, const int8_t* table, int8_t* out) {
 
 constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
+// The block scale: fp16 for Q4_0 and IQ4_NL, an E8M0 exponent for MXFP4.
+template <typename Block>
+float block_scale(const Block& b) {
+  return fp16_to_fp32(b.d);
+}
+template <>
+float block_scale(const BlockMXFP4& b) {
+  return mxfp4_scale(b.e);
+}
+
 template <typename Block>
 float dot_nibble32(const uint8_t* w, const uint8_t* x, const ActLayout& l, const int8_t* table) {
   const Block* b = reinterpret_cast<const Block*>(w);
@@ -39,7 +49,7 @@ float dot_nibble32(const uint8_t* w, const uint8_t* x, const ActLayout& l, const
   int8_t v[32];
   for (int64_t i = 0; i < l.nb; ++i) {
     unpack_nibbles32(b[i].qs, table, v);
-    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * idot32(v, x + i * 32);
+    sum += static_cast<double>(block_scale(b[i])) * xd[i] * idot32(v, x + i * 32);
   }
   return static_cast<float>(sum);
 }
@@ -59,6 +69,9 @@ float dot_q4_0(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
 }
 float dot_iq4_nl(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   return dot_nibble32<BlockIQ4_NL>(w, x, l, kIq4nlValues);
+}
+float dot_mxfp4(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_nibble32<BlockMXFP4>(w, x, l, kMxfp4Values);
 }
 
 // Q4_K and Q5_K: levels q in [0, 15] / [0, 31]; y = d*sc_j*q - dmin*m_j.
@@ -210,6 +223,7 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<dot_q8_0>;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = rows<dot_q4_0>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = rows<dot_iq4_nl>;
+  s.dot[static_cast<int>(GgmlType::MXFP4)] = rows<dot_mxfp4>;
   s.dot[static_cast<int>(GgmlType::Q3_K)] = rows<dot_q3_k>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<dot_q45_k<false>>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<dot_q45_k<true>>;

@@ -35,6 +35,17 @@ void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n) {
   }
 }
 
+void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQKMxfp4; ++b) {
+    const float d = mxfp4_scale(src[b].e);
+    float* y = dst + b * kQKMxfp4;
+    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[src[b].qs[j] & 0xF]) * d;
+      y[j + kQKMxfp4 / 2] = static_cast<float>(kMxfp4Values[src[b].qs[j] >> 4]) * d;
+    }
+  }
+}
+
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const BlockIQ4_XS& x = src[b];

@@ -29,6 +29,8 @@ size_t block_alignment(GgmlType type) {
     case GgmlType::F32:
     case GgmlType::Q8_K:
       return 4;
+    case GgmlType::MXFP4:
+      return 1;  // 17-byte blocks of bytes
     default:
       return 2;  // fp16 fields; every other supported block starts with (or holds) uint16_t
   }
@@ -128,6 +130,9 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const
     case GgmlType::IQ4_NL:
       quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n, imatrix);
       break;
+    case GgmlType::MXFP4:
+      quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n);
+      break;
     case GgmlType::IQ4_XS:
       quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n, imatrix);
       break;
@@ -174,6 +179,9 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       break;
     case GgmlType::IQ4_NL:
       dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n);
+      break;
+    case GgmlType::MXFP4:
+      dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n);
       break;
     case GgmlType::IQ4_XS:
       dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);

@@ -30,7 +30,7 @@ constexpr Entry kEntries[] = {
     {26, {"i32", 1, 4, false, false}},       {27, {"i64", 1, 8, false, false}},
     {28, {"f64", 1, 8, false, false}},       {29, {"iq1_m", 256, 56, true, false}},
     {30, {"bf16", 1, 2, false, true}},       {34, {"tq1_0", 256, 54, true, false}},
-    {35, {"tq2_0", 256, 66, true, false}},   {39, {"mxfp4", 32, 17, true, false}},
+    {35, {"tq2_0", 256, 66, true, false}},   {39, {"mxfp4", 32, 17, true, true}},
     {40, {"nvfp4", 64, 36, true, false}},    {41, {"q1_0", 128, 18, true, false}},
     {42, {"q2_0", 64, 18, true, false}},
 };

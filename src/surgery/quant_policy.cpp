@@ -78,6 +78,8 @@ uint32_t file_type_for(GgmlType type) {
       return 30;
     case GgmlType::BF16:
       return 32;
+    case GgmlType::MXFP4:
+      return 38;  // MOSTLY_MXFP4_MOE
     default:
       return 0;
   }

@@ -25,9 +25,9 @@ using kernels::PreparedActivations;
 using test::IsaScope;
 using test::Pattern;
 
-const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q3_K,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,   GgmlType::IQ4_XS,
-                           GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
+const GgmlType kTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::MXFP4,
+                           GgmlType::Q3_K,   GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,
+                           GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16,   GgmlType::F32};
 
 // Widths with an odd number of blocks (and, for the float types, not a multiple of 16 or 8).
 int64_t odd_width(GgmlType t) {

@@ -31,8 +31,8 @@ Memory make_memory(const Model& model, int32_t n_seq = 4, int64_t n_ctx = 1024, 
   return std::move(*m);
 }
 
-// Models beyond the shared fixtures: tiny in Q4_0 / IQ4_NL (64-wide rows hold 32-blocks only) and a 256-wide
-// variant for the 256-block types.
+// Models beyond the shared fixtures: tiny in Q4_0 / IQ4_NL / MXFP4 (64-wide rows hold 32-blocks only) and a
+// 256-wide variant for the 256-block types.
 struct EngineFixtures {
   testing::TempDir dir;
   std::map<std::string, std::string> path;
@@ -61,6 +61,7 @@ const EngineFixtures& engine_fixtures() {
     };
     make("q4_0", GgmlType::Q4_0, false);
     make("iq4_nl", GgmlType::IQ4_NL, false);
+    make("mxfp4", GgmlType::MXFP4, false);
     make("w_f32", GgmlType::F32, true);
     make("w_q3_k", GgmlType::Q3_K, true);
     make("w_q4_k", GgmlType::Q4_K, true);
@@ -191,8 +192,8 @@ TEST_P(EngineVsReference, LogitsCloseForPromptAndDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
-                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "w_f32", "w_q3_k", "w_q4_k",
-                                           "w_q6_k", "w_iq4_xs"));
+                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "mxfp4", "w_f32", "w_q3_k",
+                                           "w_q4_k", "w_q6_k", "w_iq4_xs"));
 
 TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
   Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");

@@ -15,9 +15,9 @@
 namespace mtp {
 namespace {
 
-constexpr GgmlType kQuantTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,   GgmlType::Q3_K,
-                                    GgmlType::Q4_K,   GgmlType::Q5_K,   GgmlType::Q6_K,
-                                    GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q8_K};
+constexpr GgmlType kQuantTypes[] = {GgmlType::Q8_0,  GgmlType::Q4_0, GgmlType::Q3_K,   GgmlType::Q4_K,
+                                    GgmlType::Q5_K,  GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                    GgmlType::MXFP4, GgmlType::Q8_K};
 
 // RMSE of dequantize(quantize(x)) over rows x cols of N(0, 1).
 double gaussian_rmse(GgmlType type, bool with_imatrix) {
@@ -36,12 +36,13 @@ double gaussian_rmse(GgmlType type, bool with_imatrix) {
 TEST(RoundTrip, GaussianRmsePerType) {
   // Upper bounds for N(0, 1) input, about 10% above the values measured when this test was written (printed
   // below; Q8_0 0.00538, Q8_K 0.00699, Q6_K 0.0177, Q5_K 0.0361, Q4_K 0.0714, Q4_0 0.0860, IQ4_NL 0.0763,
-  // IQ4_XS 0.0769, Q3_K 0.151). Q8_0's bound is the uniform-rounding estimate: d ~ max|x|/127 over 32 values,
-  // error d/sqrt(12).
+  // IQ4_XS 0.0769, Q3_K 0.151, MXFP4 0.115). Q8_0's bound is the uniform-rounding estimate: d ~ max|x|/127
+  // over 32 values, error d/sqrt(12).
   const std::map<GgmlType, double> kMaxRmse = {
       {GgmlType::Q8_0, 0.0060},   {GgmlType::Q8_K, 0.0078},   {GgmlType::Q6_K, 0.0195},
       {GgmlType::Q5_K, 0.0400},   {GgmlType::Q4_K, 0.0790},   {GgmlType::Q4_0, 0.0950},
       {GgmlType::IQ4_NL, 0.0840}, {GgmlType::IQ4_XS, 0.0850}, {GgmlType::Q3_K, 0.166},
+      {GgmlType::MXFP4, 0.127},
   };
   std::map<GgmlType, double> measured;
   std::cout << "Round-trip RMSE on N(0,1), 16 x 4096 values (no imatrix / with imatrix):\n";
@@ -72,9 +73,9 @@ TEST(RoundTrip, GgmlCosineThresholds) {
   std::vector<float> x(kN);
   for (int i = 0; i < kN; ++i) x[i] = 0.1f + 2.0f * std::cos(static_cast<float>(i));
   const std::map<GgmlType, double> kGgmlMeasured = {
-      {GgmlType::Q8_0, 0.0000744}, {GgmlType::Q4_0, 0.0011213}, {GgmlType::Q4_K, 0.0009819},
-      {GgmlType::Q5_K, 0.0005314}, {GgmlType::Q6_K, 0.0002609}, {GgmlType::IQ4_XS, 0.0012562},
-      {GgmlType::Q3_K, 0.0025099},
+      {GgmlType::Q8_0, 0.0000744}, {GgmlType::Q4_0, 0.0011213},  {GgmlType::Q4_K, 0.0009819},
+      {GgmlType::Q5_K, 0.0005314}, {GgmlType::Q6_K, 0.0002609},  {GgmlType::IQ4_XS, 0.0012562},
+      {GgmlType::Q3_K, 0.0025099}, {GgmlType::MXFP4, 0.0018807},
   };
   std::cout << "ggml test-quantize-fns metric (threshold 0.002, Q3_K 0.004):\n";
   for (GgmlType t : kQuantTypes) {
@@ -100,9 +101,9 @@ TEST(Determinism, ThreadCountDoesNotChangeBytes) {
   for (size_t i = 0; i < imatrix.size(); ++i) positive_imatrix[i] = std::fabs(imatrix[i]) + 0.1f;
   ThreadPool pool4(4);
   ThreadPool pool2(2);
-  for (GgmlType t :
-       {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q3_K,
-        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q8_K}) {
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL,
+                     GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::Q8_K}) {
     for (const float* qw :
          {static_cast<const float*>(nullptr), static_cast<const float*>(positive_imatrix.data())}) {
       SCOPED_TRACE(std::string(type_name(t)) + (qw ? " imatrix" : ""));

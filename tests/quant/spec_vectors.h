@@ -25,6 +25,11 @@ inline constexpr SmallVector kSmallVectors[] = {
     {"S1", GgmlType::Q8_0, false, "082481899199a1a9b1b9c0c8d0d8e0e8f0f8000810182028303840474f575f676f77"},
     {"S1", GgmlType::Q4_0, false, "0034809191a2a2b3b3c4c4d5d5e6e6f7f7f8"},
     {"S1", GgmlType::IQ4_NL, false, "fa23809091a1b1b2c2c3d3d4e4e5e5f6f6f7"},
+    {"S1", GgmlType::MXFP4, false, "7e0e0e1d1d2d2d3c3c4c4b4b5a5a595960"},
+    {"S2", GgmlType::MXFP4, false,
+     "7ece519d641bd530be529ce42ac540ad537d60df740ef64be761cf751df75aef73af7ece519d641bd530be529ce42ac540ad53"
+     "7d60df740ef64be761cf751df75aef73af7ece519d641bd530be529ce42ac540ad537d60df740ef64be761cf751df75aef73"
+     "af7ece519d641bd530be529ce42ac540ad537d60df740ef64be761cf751df75aef73af"},
     {"S2", GgmlType::Q8_0, false,
      "08248114a93cd063f88d20b547dc6f04992cc053e87b10a538cc5ff4891cb143d86bd023009129ba52e37b0c9e35c75e"
      "f08119aa42d36bfc8d25b64edf77089a31c35aec08248114a93cd063f88d20b547dc6f04992cc053e87b10a538cc5ff4"
@@ -120,6 +125,11 @@ struct TensorHash {
   const char* row_prefix[4];
 };
 inline constexpr TensorHash kTensorHashes[] = {
+    {GgmlType::MXFP4,
+     false,
+     1088,
+     "6da1cd783554e820e701c79b80adb0e1a52334a4225e48ce31e947a4f9ec222e",
+     {"65183f8205216165", "838908c3fd91b474", "3fd97fa5b2dac601", "3b54326e90f6488a"}},
     {GgmlType::F16,
      false,
      4096,
@@ -207,6 +217,13 @@ inline constexpr TensorHash kTensorHashes[] = {
      {"f7928fa2d3b2ebb8", "0f772e8af803ff02", "1a1c6b2b765f11b5", "ce5108f0683e5701"}},
 };
 
+// ggml's dequantize_row_mxfp4 on T's MXFP4 bytes, and on 256 blocks with e = 0..255 (block e: byte j of qs
+// is j | (15 - j) << 4): SHA-256 of the output floats' bytes.
+inline constexpr const char* kMxfp4DequantizedT =
+    "9e80b1aab9c2ebf8c7cdb145dd5510f43dc62a1878633b344325ec8cc9e8b793";
+inline constexpr const char* kMxfp4DequantizedEveryExponent =
+    "3b27ea731f5c773ffcdc68e5b5696d47c06cf01058a662f9920a206268a2e1ee";
+
 // 5.3: individual blocks of T's no-imatrix output. `block` counts blocks of the type within the row.
 struct TensorBlock {
   GgmlType type;
@@ -215,6 +232,8 @@ struct TensorBlock {
   const char* hex;
 };
 inline constexpr TensorBlock kTensorBlocks[] = {
+    {GgmlType::MXFP4, 0, 0, "7daa2044ec7670224fc76e36f1767dde46"},
+    {GgmlType::MXFP4, 2, 1, "1977777777777777777777777777777777"},  // 32 x 1e-30
     {GgmlType::Q8_0, 0, 0, "bc23ec0227e14e000e8d5ab041094bd0bc42ec1320b1617f0d20e24c188a7b67c725"},
     {GgmlType::Q4_0, 0, 0, "adb3997866da2308776fa23d74f7032bcc64"},
     {GgmlType::Q4_K, 0, 0,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/quantize.h"
 #include "sha256.h"
@@ -122,6 +123,25 @@ TEST(SpecVectors, TensorBlocks_5_3) {
     const int64_t offset = b.row * row_size(b.type, 512) + b.block * block_bytes;
     EXPECT_EQ(to_hex(bytes.data() + offset, static_cast<size_t>(block_bytes)), b.hex);
   }
+}
+
+// MXFP4's dequantizer against ggml's floats: T's blocks, and every E8M0 exponent (the subnormal scales of e =
+// 0 and 1, and e = 255) with every level.
+TEST(SpecVectors, Mxfp4DequantizesAsGgml) {
+  const std::vector<float> t = test::spec_tensor_t();
+  const std::vector<uint8_t> bytes = test::quantize_bytes(GgmlType::MXFP4, t, 4);
+  std::vector<float> y(t.size());
+  ASSERT_TRUE(dequantize_row(GgmlType::MXFP4, bytes.data(), y.data(), static_cast<int64_t>(y.size())).ok());
+  EXPECT_EQ(sha256_hex(y.data(), y.size() * 4), speculative::kMxfp4DequantizedT);
+  std::vector<uint8_t> blocks(256 * sizeof(BlockMXFP4));
+  for (int e = 0; e < 256; ++e) {
+    blocks[17 * e] = static_cast<uint8_t>(e);
+    for (int j = 0; j < 16; ++j) blocks[17 * e + 1 + j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  }
+  std::vector<float> all(256 * 32);
+  ASSERT_TRUE(
+      dequantize_row(GgmlType::MXFP4, blocks.data(), all.data(), static_cast<int64_t>(all.size())).ok());
+  EXPECT_EQ(sha256_hex(all.data(), all.size() * 4), speculative::kMxfp4DequantizedEveryExponent);
 }
 
 }  // namespace

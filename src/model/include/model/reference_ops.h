@@ -31,7 +31,7 @@ void dequantize_row_of(const TensorView& t, int64_t row, float* out);
 // What a matrix-vector product's input goes through before the dot products.
 //   kExact:     the f32 values as they are (the ground truth).
 //   kAsKernels: first rounded as the engine's matmul kernels round activations for that weight type (ggml's
-//               vec_dot_type): quantize_row_q8_0 then dequantized for Q8_0, Q4_0 and IQ4_NL weights,
+//               vec_dot_type): quantize_row_q8_0 then dequantized for Q8_0, Q4_0, IQ4_NL and MXFP4 weights,
 //               quantize_row_q8_K for the K-quants and IQ4_XS, unchanged for F32, F16 and BF16. The engine
 //               then differs from the reference only by float summation order, so a comparison can be tight
 //               where the activation rounding (~1% of a logit range, and MoE routing flips) would hide a

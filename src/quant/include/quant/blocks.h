@@ -35,6 +35,15 @@ struct BlockIQ4_NL {
 };
 static_assert(sizeof(BlockIQ4_NL) == 18);
 
+// MXFP4 (OCP microscaling, E2M1 values under an E8M0 exponent): y = mxfp4_scale(e) * kMxfp4Values[nibble],
+// nibbles arranged as in Q4_0.
+inline constexpr int kQKMxfp4 = 32;
+struct BlockMXFP4 {
+  uint8_t e;  // E8M0: the block's power-of-two exponent, biased by 127
+  uint8_t qs[kQKMxfp4 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
 // Q3_K: 16 sub-blocks of 16 with 6-bit scales (biased by 32); y = (d * (sc_j - 32)) * (q - 4), q in [0, 7].
 // Element e's low 2 bits: qs[32(e / 128) + e % 32] >> (2 ((e % 128) / 32)); its high bit (set: q >= 4) in
 // hmask[e % 32] bit e / 32. Scale j: low 4 bits in scales[j % 8] (low nibble for j < 8, high for j >= 8),
@@ -96,6 +105,19 @@ static_assert(sizeof(BlockQ8_K) == 292);
 // The 16 non-linear levels shared by IQ4_NL and IQ4_XS (docs/formats.md 3.0.1).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 16 E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6, then their negatives) doubled, so they are integers that
+// int8 products take as they are; mxfp4_scale halves the exponent to match.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as a float, exactly: half of the E8M0 scale 2^(e - 127). e = 0 and 1 are subnormal floats; e =
+// 255 (NaN in the OCP format) is taken, as ggml takes it, as 2^127.
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
 
 // The 6-bit scale j (0..15, before the bias of 32 is taken off) of a Q3_K super-block's 12 scale bytes.
 inline int unpack_q3_k_scale(int j, const uint8_t* packed) {

@@ -19,6 +19,9 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
 // a Q4_0 row must be quantized in one call.
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n, const float* imatrix);
 
+// MXFP4 (quantize_simple.cpp): ggml's quantize_row_mxfp4_ref, which has no imatrix variant.
+void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n);
+
 // IQ4 family (quantize_iq4.cpp). IQ4_NL is ggml's quantize_iq4_nl (7 tries), not quantize_row_iq4_nl_ref.
 void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n, const float* imatrix);
 void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n, const float* imatrix);
@@ -40,6 +43,7 @@ void convert_row_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n);
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n);
+void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n);
 void dequantize_row_q3_K(const BlockQ3_K* src, float* dst, int64_t n);
 void dequantize_row_q4_K(const BlockQ4_K* src, float* dst, int64_t n);
