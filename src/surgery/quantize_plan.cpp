@@ -32,6 +32,7 @@ enum Ftype : uint32_t {
   kIQ4_NL = 25,
   kIQ4_XS = 30,
   kBF16 = 32,
+  kMXFP4_MOE = 38,
 };
 
 enum class Category {
@@ -175,10 +176,18 @@ class Planner {
     if (cat == Category::kOutput || (m_.tied_embeddings && cat == Category::kTokenEmbd)) {
       if (opt_.output_type)
         set(*opt_.output_type, "--output-tensor-type");
+      else if (ft == kMXFP4_MOE)
+        set(GgmlType::Q8_0, "output, MXFP4_MOE");
       else if (falcon || t.ne[0] % type_traits(type).block_size != 0)
         set(GgmlType::Q8_0, "output, row not in blocks");
       else if (type != GgmlType::Q8_0)
         set(GgmlType::Q6_K, "output");
+    } else if (ft == kMXFP4_MOE) {
+      // Expert stacks (a third dimension) in MXFP4, every other matrix in Q8_0.
+      if (t.ne[2] > 1)
+        set(GgmlType::MXFP4, "expert stack, MXFP4_MOE");
+      else
+        set(GgmlType::Q8_0, "not an expert stack, MXFP4_MOE");
     } else if (cat == Category::kTokenEmbd) {
       // No rule for the supported targets: the default type.
     } else if (is_attn_v_like(cat)) {
@@ -309,15 +318,25 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
     GgmlType type;
   };
   static const Known kKnown[] = {
-      {"Q8_0", kQ8_0, GgmlType::Q8_0},       {"Q4_0", kQ4_0, GgmlType::Q4_0},
-      {"Q3_K", kQ3_K_M, GgmlType::Q3_K},     {"Q3_K_M", kQ3_K_M, GgmlType::Q3_K},
-      {"Q3_K_S", kQ3_K_S, GgmlType::Q3_K},   {"Q3_K_L", kQ3_K_L, GgmlType::Q3_K},
-      {"Q4_K", kQ4_K_M, GgmlType::Q4_K},     {"Q4_K_M", kQ4_K_M, GgmlType::Q4_K},
-      {"Q4_K_S", kQ4_K_S, GgmlType::Q4_K},   {"Q5_K", kQ5_K_M, GgmlType::Q5_K},
-      {"Q5_K_M", kQ5_K_M, GgmlType::Q5_K},   {"Q5_K_S", kQ5_K_S, GgmlType::Q5_K},
-      {"Q6_K", kQ6_K, GgmlType::Q6_K},       {"IQ4_NL", kIQ4_NL, GgmlType::IQ4_NL},
-      {"IQ4_XS", kIQ4_XS, GgmlType::IQ4_XS}, {"F16", kF16, GgmlType::F16},
-      {"BF16", kBF16, GgmlType::BF16},       {"F32", kF32, GgmlType::F32},
+      {"Q8_0", kQ8_0, GgmlType::Q8_0},
+      {"Q4_0", kQ4_0, GgmlType::Q4_0},
+      {"Q3_K", kQ3_K_M, GgmlType::Q3_K},
+      {"Q3_K_M", kQ3_K_M, GgmlType::Q3_K},
+      {"Q3_K_S", kQ3_K_S, GgmlType::Q3_K},
+      {"Q3_K_L", kQ3_K_L, GgmlType::Q3_K},
+      {"Q4_K", kQ4_K_M, GgmlType::Q4_K},
+      {"Q4_K_M", kQ4_K_M, GgmlType::Q4_K},
+      {"Q4_K_S", kQ4_K_S, GgmlType::Q4_K},
+      {"Q5_K", kQ5_K_M, GgmlType::Q5_K},
+      {"Q5_K_M", kQ5_K_M, GgmlType::Q5_K},
+      {"Q5_K_S", kQ5_K_S, GgmlType::Q5_K},
+      {"Q6_K", kQ6_K, GgmlType::Q6_K},
+      {"IQ4_NL", kIQ4_NL, GgmlType::IQ4_NL},
+      {"IQ4_XS", kIQ4_XS, GgmlType::IQ4_XS},
+      {"F16", kF16, GgmlType::F16},
+      {"BF16", kBF16, GgmlType::BF16},
+      {"F32", kF32, GgmlType::F32},
+      {"MXFP4_MOE", kMXFP4_MOE, GgmlType::MXFP4},
   };
   const std::string u = upper(text);
   uint32_t number = 0;
@@ -329,7 +348,7 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
   return invalid_argument(
       "unknown quantization type '", text,
       "' (supported: Q8_0 Q4_0 Q3_K Q3_K_S Q3_K_M Q3_K_L Q4_K Q4_K_S Q4_K_M Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL "
-      "IQ4_XS F16 BF16 F32)");
+      "IQ4_XS MXFP4_MOE F16 BF16 F32)");
 }
 
 Expected<TensorTypeOverride> parse_tensor_type_override(const std::string& text) {

@@ -135,6 +135,32 @@ TEST(QuantizePlan, Q3KMixturesFollowLlamaQuantize) {
   }
 }
 
+// llama-quantize's MXFP4_MOE: expert stacks (a third dimension) in MXFP4, every other quantizable matrix
+// (output.weight and token_embd.weight too) in Q8_0.
+TEST(QuantizePlan, Mxfp4MoeExpertStacksOnly) {
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
+  auto f = GgufFile::open(path);
+  surgery::QuantizeOptions o;
+  o.target = *surgery::parse_quantize_target("mxfp4_moe");
+  EXPECT_EQ(o.target.file_type, 38u);
+  auto plan = surgery::plan_quantization(*f, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  int stacks = 0;
+  for (const auto& p : plan->tensors) {
+    const std::string& name = p.tensor->name;
+    GgmlType want = GgmlType::Q8_0;
+    if (surgery::why_not_quantizable(*p.tensor) != nullptr) {
+      want = p.tensor->type;
+    } else if (p.tensor->ne[2] > 1) {
+      want = GgmlType::MXFP4;
+      ++stacks;
+    }
+    EXPECT_EQ(p.to, want) << name << ": got " << type_name(p.to);
+  }
+  EXPECT_GT(stacks, 2);
+}
+
 TEST(QuantizePlan, EightExpertsAndFallbacks) {
   TempDir dir;
   // tiny: 8 experts (attn_v-like and attn_k -> Q8_0, attn_output -> Q5_K with llama's 8-expert rules), and

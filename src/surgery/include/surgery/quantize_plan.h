@@ -24,7 +24,8 @@ struct QuantizeTarget {
 
 // The targets `mtp quantize --type` accepts: Q8_0, Q4_0, Q3_K (= Q3_K_M), Q3_K_S, Q3_K_M, Q3_K_L, Q4_K
 // (= Q4_K_M), Q4_K_S, Q4_K_M, Q5_K (= Q5_K_M),
-// Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, F32 (case-insensitive), or a llama_ftype number.
+// Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, MXFP4_MOE, F16, BF16, F32 (case-insensitive), or a llama_ftype
+// number.
 Expected<QuantizeTarget> parse_quantize_target(const std::string& text);
 
 struct TensorTypeOverride {
