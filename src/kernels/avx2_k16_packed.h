@@ -30,8 +30,8 @@ MTP_TARGET_AVX2 inline __m256i k16_scale_sums(const __m256i* pairs, const int16_
   return s;
 }
 
-// Plain AVX2: two lines of a sub-block add in int16 (two products of unsigned values <= 63 and int8
-// activations stay within 2 * 63 * 127), then one vpmaddwd by the scale pair.
+// Plain AVX2: the vpmaddubsw sums of two lines of a sub-block add in int16 (four products of unsigned values
+// <= 63 and int8 activations: at most 4 * 63 * 128 < 2^15), then one vpmaddwd by the scale pair.
 template <class F>
 struct K16MaddSums {
   static constexpr int kPassRows = 4;
