@@ -125,9 +125,11 @@ TileFn avx512_k45_packed(bool five);
 TileFn avx512_q6k_packed();
 // matmul_avx512_q3k.cpp (nullptr where not compiled): follows the order of avx2_q3k_rows.
 TileFn avx512_q3k_packed();
-// matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper.
+// matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernels and their row-format wrappers.
 TileFn avx512_q8_0_packed();
 TileFn avx512_q8_0_tile();
+TileFn avx512_mxfp4_packed();
+TileFn avx512_mxfp4_tile();
 // Whether the IQ4_XS packed kernel takes the integer sums of batches of 9 rows or more (equally spaced) from
 // AMX (the CPU and OS allow it, MTP_AMX=0 is not in the environment, and VBMI is on: the AMX kernels decode
 // with it). Same bits either way.

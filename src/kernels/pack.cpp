@@ -28,6 +28,10 @@ constexpr int64_t kQ6KBlockBytes = sizeof(BlockQ6_K);
 constexpr int64_t kQ6KHeaderBytes = 288;
 constexpr int64_t kQ6KPieceBytes = 512;
 
+// MXFP4: per block of a tile 16 bytes of exponents (all blocks first), then 256 bytes of qs per block.
+constexpr int64_t kMxBlockBytes = sizeof(BlockMXFP4);
+constexpr int64_t kMxScaleBytes = 16;
+constexpr int64_t kMxPieceBytes = 256;
 // Q3_K: per super-block of a tile a 224-byte header, 512 bytes of hmask, then 2 x 512 bytes of qs.
 constexpr int64_t kQ3KBlockBytes = sizeof(BlockQ3_K);
 constexpr int64_t kQ3KHeaderBytes = 224;
@@ -43,6 +47,15 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
       const int64_t from = b * kQ8BlockBytes, q = nb * kQ8ScaleBytes + b * kQ8PieceBytes;
       move.template operator()<2>(b * kQ8ScaleBytes + 2 * o, from);
       for (int64_t g = 0; g < 8; ++g) move.template operator()<4>(q + 64 * g + 4 * o, from + 2 + 4 * g);
+    }
+    return;
+  }
+  if (type == GgmlType::MXFP4) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t from = b * kMxBlockBytes, q = nb * kMxScaleBytes + b * kMxPieceBytes;
+      move.template operator()<1>(b * kMxScaleBytes + o, from);
+      for (int64_t line = 0; line < 4; ++line)
+        move.template operator()<4>(q + 64 * line + 4 * o, from + 1 + 4 * line);
     }
     return;
   }
@@ -116,18 +129,23 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
 
 bool is_packable_type(GgmlType type) {
   return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
-         type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q3_K;
+         type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q3_K ||
+         type == GgmlType::MXFP4;
+}
+
+// Elements per block: 32 for Q8_0 and MXFP4, 256 for the super-block types.
+int64_t block_elements(GgmlType type) {
+  return type == GgmlType::Q8_0 || type == GgmlType::MXFP4 ? 32 : kQK_K;
 }
 
 int64_t blocks_per_row(const MatrixView& w) {
-  return w.n_in / (w.type == GgmlType::Q8_0 ? kQK8_0 : kQK_K);
+  return w.n_in / block_elements(w.type);
 }
 
 }  // namespace
 
 bool can_pack(const MatrixView& w) {
-  const bool type_ok =
-      (is_packable_type(w.type) && w.n_in % (w.type == GgmlType::Q8_0 ? kQK8_0 : kQK_K) == 0);
+  const bool type_ok = (is_packable_type(w.type) && w.n_in % block_elements(w.type) == 0);
   return !w.packed && type_ok && w.n_out % kPackRows == 0 && w.row_bytes == row_size(w.type, w.n_in);
 }
 

@@ -14,6 +14,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/kernels.h"
+#include "quant/quantize.h"
 
 namespace mtp {
 namespace {
@@ -207,6 +208,40 @@ std::string type_param_name(const ::testing::TestParamInfo<GgmlType>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypes, ::testing::ValuesIn(kTypes), type_param_name);
+
+// MXFP4 scales over the whole E8M0 range a model can hold, one exponent per weight row (0 and 1 are subnormal
+// floats): every level against the scalar kernel, whose scale matches ggml's dequantizer bit for bit
+// (tests/quant/spec_vectors_test.cpp). Rows 0 and 1 are about 1e-36, their scale product with the
+// activations' subnormal, so they get a relative 1e-2; a wrong subnormal decode gives 0, inf or a NaN.
+TEST(MatmulMxfp4, EveryExponentMatchesScalar) {
+  constexpr int64_t kIn = 256, kOut = 16, kRows = 3;
+  const uint8_t kExps[kOut] = {0, 1, 2, 3, 10, 60, 100, 120, 127, 128, 129, 140, 160, 180, 200, 220};
+  test::QuantMatrix m{GgmlType::MXFP4, kIn, kOut, {}, {}};
+  m.bytes.resize(static_cast<size_t>(kOut * row_size(GgmlType::MXFP4, kIn)));
+  uint32_t seed = 12345;
+  for (size_t i = 0; i < m.bytes.size(); ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    m.bytes[i] = static_cast<uint8_t>(seed >> 24);
+  }
+  for (int64_t o = 0; o < kOut; ++o)
+    for (int64_t b = 0; b < kIn / 32; ++b) m.bytes[static_cast<size_t>((o * kIn / 32 + b) * 17)] = kExps[o];
+  m.deq.resize(static_cast<size_t>(kIn * kOut));
+  ASSERT_TRUE(dequantize_row(GgmlType::MXFP4, m.bytes.data(), m.deq.data(), kIn * kOut).ok());
+  const std::vector<float> x = test::make_values(Pattern::kGaussian, kRows, kIn, 7);
+  PreparedActivations scalar_acts;
+  const std::vector<float> ys = run(Isa::kScalar, m, x, kRows, nullptr, &scalar_acts);
+  const Reference ref = reference(m, scalar_acts);
+  for (Isa isa : test::supported_isas()) {
+    if (isa == Isa::kScalar) continue;
+    const std::vector<float> yv = run(isa, m, x, kRows, nullptr);
+    for (size_t i = 0; i < yv.size(); ++i) {
+      const int64_t o = static_cast<int64_t>(i) % kOut;
+      const double rel = o < 2 ? 1e-2 : simd_steps(GgmlType::MXFP4, kIn) * std::ldexp(1.0, -23);
+      ASSERT_TRUE(std::isfinite(yv[i]) && ref.mag[i] > 0) << isa_name(isa) << " out " << o;
+      ASSERT_NEAR(yv[i], ys[i], rel * ref.mag[i]) << isa_name(isa) << ", e = " << int{kExps[o]};
+    }
+  }
+}
 
 // The prepared rows are exactly the ggml reference activation quantization.
 TEST(PreparedActivations, MatchesQuantLibrary) {

@@ -21,6 +21,11 @@
 //   d[b]        32 bytes, b = 0..nb-1: the 16 rows' fp16 scales of block b
 //   qs[b]       512 bytes: 8 lines of 64 bytes; in line g, bytes 4o..4o+3 are elements 4g..4g+3 of row o
 //
+// MXFP4, nb blocks of 32 per row:
+//   e[b]        16 bytes, b = 0..nb-1: the 16 rows' E8M0 exponents of block b
+//   qs[b]       256 bytes: 4 lines of 64 bytes; in line L, bytes 4o..4o+3 are row o's qs[4L..4L+3] (low
+//               nibbles: elements 4L..4L+3, high nibbles: elements 16+4L..16+4L+3)
+//
 // Q4_K, nb super-blocks of 256 per row; super-block sb of a tile is 16 * 144 bytes from sb * 2304:
 //   header      256 bytes: d[16] (fp16) | dmin[16] (fp16) | scales bytes 0-3 [16] | 4-7 [16] | 8-11 [16]
 //   qs[k]       512 bytes, k = 0..3: 8 lines of 64 bytes; in line g, bytes 4o..4o+3 are bytes 32k+4g..+3 of
@@ -55,8 +60,8 @@ inline constexpr int64_t kPackRows = 16;
 // matrix still works (unpacked tile by tile) but is slower than the row format.
 bool has_packed_kernel(GgmlType type);
 
-// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, Q3_K, Q4_K, Q5_K or Q6_K matrix with n_out a
-// multiple of kPackRows.
+// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, MXFP4, Q3_K, Q4_K, Q5_K or Q6_K matrix with n_out
+// a multiple of kPackRows.
 bool can_pack(const MatrixView& w);
 
 // Writes w packed into dst (w.n_out * w.row_bytes bytes, not overlapping w) and returns the view of dst.
