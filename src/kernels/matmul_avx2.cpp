@@ -61,18 +61,13 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 
 // ---- 32-element block types with Q8_0 activations ----
 
-// Q4_0 and IQ4_NL (an fp16 scale, then the nibbles), or MXFP4 (kMx: an E8M0 exponent byte, then the nibbles).
-template <const int8_t* kTable, bool kMx = false>
-struct DecNibble32 {
-  static constexpr int kBytes = kMx ? sizeof(BlockMXFP4) : sizeof(BlockQ4_0);
-  static constexpr int kQs = kMx ? 1 : 2;
+template <const int8_t* kTable>
+struct DecNibble32 {  // Q4_0, IQ4_NL
+  static constexpr int kBytes = sizeof(BlockQ4_0);
   T2 static __m256i vals(const uint8_t* blk) {
-    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs)), kTable);
+    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), kTable);
   }
-  T2 static float scale(const uint8_t* blk) {
-    if constexpr (kMx) return mxfp4_scale(blk[0]);
-    return h2f(load_u16(blk));
-  }
+  T2 static float scale(const uint8_t* blk) { return h2f(load_u16(blk)); }
 };
 
 template <class Dec, int NR>
@@ -172,9 +167,12 @@ KernelSet make_set() {
   s.tile[static_cast<int>(GgmlType::Q8_0)] = avx2_q8_0_tile();
   s.packed[static_cast<int>(GgmlType::Q8_0)] = avx2_q8_0_packed();
   s.tile_min_rows[static_cast<int>(GgmlType::Q8_0)] = 1;
+  // MXFP4 likewise (the same file, the same bits as the AVX-512 level).
+  s.tile[static_cast<int>(GgmlType::MXFP4)] = avx2_mxfp4_tile();
+  s.packed[static_cast<int>(GgmlType::MXFP4)] = avx2_mxfp4_packed();
+  s.tile_min_rows[static_cast<int>(GgmlType::MXFP4)] = 1;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
-  s.dot[static_cast<int>(GgmlType::MXFP4)] = q8_0_rows<DecNibble32<kMxfp4Values, true>>;
   s.dot[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_rows();
   s.packed[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_packed();
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);

@@ -109,10 +109,12 @@ TileFn avx512_iq4xs_packed();
 void run_packed_on_row_format(TileFn packed, GgmlType type, const uint8_t* w, int64_t row_bytes, int n_out,
                               const uint8_t* const* x, int64_t nx, const ActLayout& l, float* y,
                               int64_t y_stride);
-// matmul_avx2_q8_0.cpp (nullptr where not compiled): the packed kernel and its row-format wrapper, in the
+// matmul_avx2_q8_0.cpp (nullptr where not compiled): the packed kernels and their row-format wrappers, in the
 // order of the AVX-512 ones.
 TileFn avx2_q8_0_packed();
 TileFn avx2_q8_0_tile();
+TileFn avx2_mxfp4_packed();
+TileFn avx2_mxfp4_tile();
 // matmul_avx2_q3k.cpp (nullptr where not compiled).
 RowDotFn avx2_q3k_rows();
 TileFn avx2_q3k_packed();

@@ -64,6 +64,23 @@ float q8_0_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::
   return acc;
 }
 
+// MXFP4 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp): Q8_0's order, the doubled E2M1 values against the
+// activations, d_w = 2^(e - 128).
+float mxfp4_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < l.nb; ++b) {
+    const BlockMXFP4* blk = reinterpret_cast<const BlockMXFP4*>(w) + b;
+    int32_t isum = 0;
+    for (int k = 0; k < 16; ++k) {
+      isum += kMxfp4Values[blk->qs[k] & 0xF] * act_value(x, 32 * b + k, isa);
+      isum += kMxfp4Values[blk->qs[k] >> 4] * act_value(x, 32 * b + 16 + k, isa);
+    }
+    const float c = mxfp4_scale(blk->e) * kernels::detail::act_d(x, l)[b];
+    acc = std::fma(static_cast<float>(isum), c, acc);
+  }
+  return acc;
+}
+
 // Q6_K (matmul_avx2_q6k.cpp, matmul_avx512_q6k.cpp, matmul_neon.cpp): isum(sb) = sum over the 16 sub-blocks
 // i of sc_i * (16 products of q = u - 32), exact; acc = fma(float(isum), d_w * d_x, acc).
 float q6k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
@@ -245,6 +262,7 @@ INSTANTIATE_TEST_SUITE_P(
     Types, CanonicalOrder,
     ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
                       Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
+                      Case{GgmlType::MXFP4, {Isa::kAvx2, Isa::kAvx512}, mxfp4_canonical},
                       Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
                       Case{GgmlType::Q3_K, {Isa::kAvx2, Isa::kAvx512}, q3k_canonical},
                       Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
