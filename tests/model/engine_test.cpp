@@ -141,9 +141,12 @@ double median_tolerance(const std::string& name) {
 // shows one against the engine too). The other fixtures have none; a changed fixture (shape, seed) can gain
 // one. The bound is 2% for this fixture: a kernel with a wrong scale or nibble order still errs by far more.
 // The Q3_K fixture has one such flip too, on the AVX2 level: one row of 28 (position 18) at 0.2%, every other
-// row within 3e-7, and all of them within 3.2e-7 on the scalar level.
+// row within 3e-7, and all of them within 3.2e-7 on the scalar level. The MXFP4 fixture matches the reference
+// exactly (0) on the scalar and AVX-512 levels; on AVX2, whose MXFP4 sums are bitwise the AVX-512 ones
+// (tests/kernels/canonical_test.cpp), positions 0-11 are exact and one flip at position 12 (from the float
+// order of the other ops) leaves 0.4-1.1% on every later row.
 double kernel_precision_tolerance(const std::string& name) {
-  return name == "w_q4_k" || name == "w_q3_k" ? 0.02 : 1e-3;
+  return name == "w_q4_k" || name == "w_q3_k" || name == "mxfp4" ? 0.02 : 1e-3;
 }
 
 class EngineVsReference : public ::testing::TestWithParam<std::string> {};
