@@ -62,12 +62,11 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 // ---- 32-element block types with Q8_0 activations ----
 
 template <const int8_t* kTable>
-struct DecNibble32 {  // Q4_0, IQ4_NL
+struct DecNibble32 {
   static constexpr int kBytes = sizeof(BlockQ4_0);
   T2 static __m256i vals(const uint8_t* blk) {
     return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), kTable);
   }
-  T2 static float scale(const uint8_t* blk) { return h2f(load_u16(blk)); }
 };
 
 template <class Dec, int NR>
@@ -78,7 +77,7 @@ T2 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& 
     const uint8_t* blk = w + b * Dec::kBytes;
     const __m256i v = Dec::vals(blk);
     const __m256i av = _mm256_sign_epi8(v, v);
-    const __m256 wd = _mm256_set1_ps(Dec::scale(blk));
+    const __m256 wd = _mm256_set1_ps(h2f(load_u16(blk)));
     for (int r = 0; r < NR; ++r) {
       const __m256i p = idot(av, v, loadu256(x[r] + 32 * b));
       const __m256 s = _mm256_mul_ps(wd, _mm256_loadu_ps(act_dexp(x[r], l) + 8 * b));

@@ -77,15 +77,13 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 template <const int8_t* kTable>
 struct DecNibble32 {  // Q4_0, IQ4_NL
   static constexpr int kBytes = sizeof(BlockQ4_0);
-  static constexpr int kQs = 2;
-  T512 static float scale(const uint8_t* blk) { return h2f(load_u16(blk)); }
   T512 static __m512i vals2(const uint8_t* blk) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + kQs));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + 2));
     return nibbles64(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), table_of(kTable));
   }
   T512 static __m512i vals1(const uint8_t* blk) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     const __m256i z = _mm256_and_si256(
         _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_srli_epi16(a, 4), 1), _mm256_set1_epi8(0x0F));
     const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
@@ -103,7 +101,7 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* blk = w + b * Dec::kBytes;
     const __m512i v = Dec::vals2(blk);
-    const __m512 wd = two_halves(Dec::scale(blk), Dec::scale(blk + Dec::kBytes));
+    const __m512 wd = two_halves(h2f(load_u16(blk)), h2f(load_u16(blk + Dec::kBytes)));
     const __m512i corr = corr_of(v);
     for (int r = 0; r < NR; ++r) {
       const __m512i p = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x[r] + 32 * b), v);
@@ -114,7 +112,7 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
   if (b < nb) {
     const uint8_t* blk = w + b * Dec::kBytes;
     const __m512i v = Dec::vals1(blk);
-    const __m512 wd = _mm512_zextps256_ps512(_mm256_set1_ps(Dec::scale(blk)));
+    const __m512 wd = _mm512_zextps256_ps512(_mm256_set1_ps(h2f(load_u16(blk))));
     const __m512i corr = corr_of(v);
     for (int r = 0; r < NR; ++r) {
       const __m512i xv =
