@@ -1,7 +1,7 @@
 // AVX2 kernels for Q3_K weights x Q8_K activations: a row kernel (one weight row against up to 8 activation
 // rows, for matrices in the row format) and a packed-tile kernel (16 weight rows of a packed matrix, pack.h,
 // against any number of activation rows), bitwise the same for every pair; the AVX-512 level uses the row
-// kernel and a tile kernel of the same bits (matmul_avx512_q3k.cpp).
+// kernel and a tile kernel of the same bits (matmul_avx512_q6k.cpp).
 //
 // The canonical order is avx2_k16_row.h's (avx2_k16_packed.h's for the tiles), with the weights' unsigned
 // three-bit values u (the format's q = u - 4) and sc_i = scale_i - 32; isum is exact in int32 (16 * 32 * 16 *

@@ -271,7 +271,7 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
   // Q4_K, Q5_K: the AVX2 row kernel (AVX2 instructions run here too) and the packed AVX-512 kernel that gives
   // its bits (matmul_avx512_q45k.cpp); decode of an 8-layer Q4_K file 1.5-1.8x the row kernels of before.
-  // Q3_K: the AVX2 row kernel and the packed AVX-512 kernel that gives its bits (matmul_avx512_q3k.cpp).
+  // Q3_K: the AVX2 row kernel and the packed AVX-512 kernel that gives its bits (matmul_avx512_q6k.cpp).
   s.dot[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_rows();
   s.packed[static_cast<int>(GgmlType::Q3_K)] = avx512_q3k_packed();
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);

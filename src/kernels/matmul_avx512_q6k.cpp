@@ -1,8 +1,8 @@
-// AVX-512 VNNI kernel for Q6_K weights over packed tiles (kernels/pack.h): the 16 weight rows of a tile in
-// the lanes of each vector, any number of activation rows. It follows the canonical order of the AVX2 Q6_K
-// kernels (matmul_avx2_q6k.cpp: the unsigned six-bit values' products and the bsums' correction summed
-// exactly per super-block, then one fma), whose row kernel is this level's kernel for Q6_K matrices in the
-// row format, so both layouts, and both levels, give the same bits.
+// AVX-512 VNNI kernels for Q6_K and Q3_K weights over packed tiles (kernels/pack.h): the shared 16-sub-block
+// pass of avx512_k16_packed.h with each format's decoding. They follow the canonical order of the AVX2
+// kernels (matmul_avx2_q6k.cpp, matmul_avx2_q3k.cpp: the unsigned values' products and the bsums' correction
+// summed exactly per super-block, then one fma), whose row kernels are this level's kernels for matrices in
+// the row format, so both layouts, and both levels, give the same bits.
 #include <cstring>
 
 #include "avx512_k16_packed.h"
@@ -52,15 +52,52 @@ struct Q6kPacked {
   }
 };
 
+// Per super-block of a tile: d of the 16 rows, their scale words (bytes 0-3, 4-7, 8-11 of each row's scales,
+// lane o holding row o's), 8 lines of hmask, then 8 lines of qs per half.
+struct Q3kPacked {
+  static constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ3_K));
+  static constexpr int64_t kHmaskOffset = 224, kQsOffset = 224 + 512;
+  static constexpr int kPrefetchLines = 4;  // 8 chunks x 4 lines >= 1760 bytes
+  static constexpr int kOffsetShift = 2;
+  // Scale s (quant/blocks.h's unpack_q3_k_scale, minus 32): its low four bits are byte s % 8 of the low
+  // words (the high nibble for s >= 8), its high two bits bits 2 (s / 4) of byte s % 4 of word 2.
+  T512 static __m512i scale(const uint8_t* hdr, int s) {
+    const __m512i low =
+        _mm512_srli_epi32(_mm512_loadu_si512(hdr + 32 + 64 * ((s & 7) >> 2)), 8 * (s & 3) + 4 * (s >> 3));
+    const __m512i high = _mm512_srli_epi32(_mm512_loadu_si512(hdr + 32 + 128), 8 * (s & 3) + 2 * (s >> 2));
+    const __m512i v = _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi32(0x0F)),
+                                      _mm512_slli_epi32(_mm512_and_si512(high, _mm512_set1_epi32(3)), 4));
+    return _mm512_sub_epi32(v, _mm512_set1_epi32(32));
+  }
+  // Chunk j = 4H + i, line g: bits 2i, 2i + 1 of the qs line of half H, bit j of the hmask line as the third.
+  T512 static __m512i values(const uint8_t* hdr, int j, int g) {
+    const __m512i qs = _mm512_loadu_si512(hdr + kQsOffset + 512 * (j >> 2) + 64 * g);
+    const __m512i hm = _mm512_loadu_si512(hdr + kHmaskOffset + 64 * g);
+    const __m512i low =
+        _mm512_and_si512(_mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * (j & 3))), _mm512_set1_epi8(3));
+    const __m512i high = _mm512_and_si512(_mm512_srl_epi16(hm, _mm_cvtsi32_si128(j)), _mm512_set1_epi8(1));
+    return _mm512_or_si512(low, _mm512_slli_epi16(high, 2));
+  }
+  T512 static __m512 d(const uint8_t* hdr) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr)));
+  }
+};
+
 }  // namespace
 
 TileFn avx512_q6k_packed() {
   return k16_packed512<Q6kPacked>;
 }
+TileFn avx512_q3k_packed() {
+  return k16_packed512<Q3kPacked>;
+}
 
 #else
 
 TileFn avx512_q6k_packed() {
+  return nullptr;
+}
+TileFn avx512_q3k_packed() {
   return nullptr;
 }
 
