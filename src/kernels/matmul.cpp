@@ -38,6 +38,7 @@ bool is_matmul_supported(GgmlType type) {
     case GgmlType::Q4_0:
     case GgmlType::IQ4_NL:
     case GgmlType::MXFP4:
+    case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -60,6 +61,7 @@ ActFormat act_format(GgmlType weight_type) {
     case GgmlType::IQ4_NL:
     case GgmlType::MXFP4:
       return ActFormat::kQ8_0;
+    case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:

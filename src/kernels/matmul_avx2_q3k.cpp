@@ -40,6 +40,7 @@ T2 inline __m256i three_bits(const BlockQ3_K& b, int j) {
 
 struct Q3kFormat {
   static constexpr int kOffset = 4;
+  static constexpr bool kHasMins = false;
   static constexpr int64_t kBlockBytes = sizeof(BlockQ3_K);
   // The 16 scales (quant/blocks.h's unpack_q3_k_scale, lane for lane), in registers: unpacked word-wise
   // through a stack array they cost half of a one-row pass on Zen 3 (four 4-byte stores that a 16-byte load

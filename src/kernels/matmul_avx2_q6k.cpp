@@ -54,6 +54,7 @@ T2 inline __m256i six_bits(__m256i ql, __m256i qh, int i) {
 
 struct Q6kFormat {
   static constexpr int kOffset = 32;
+  static constexpr bool kHasMins = false;
   static constexpr int64_t kBlockBytes = kSbBytes;
   T2 static __m128i scales(const uint8_t* block) {
     return _mm_loadu_si128(

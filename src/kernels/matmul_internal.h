@@ -115,6 +115,8 @@ TileFn avx2_q8_0_packed();
 TileFn avx2_q8_0_tile();
 TileFn avx2_mxfp4_packed();
 TileFn avx2_mxfp4_tile();
+// matmul_avx2_q2k.cpp (nullptr where not compiled).
+RowDotFn avx2_q2k_rows();
 // matmul_avx2_q3k.cpp (nullptr where not compiled).
 RowDotFn avx2_q3k_rows();
 TileFn avx2_q3k_packed();

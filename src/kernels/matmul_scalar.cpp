@@ -114,6 +114,26 @@ float dot_q45_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   return static_cast<float>(sum);
 }
 
+// Q2_K: levels q in [0, 3]; y = d*sc_j * q - dmin*m_j with 4-bit (sc_j, m_j) in scales[j].
+float dot_q2_k(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  const BlockQ2_K* b = reinterpret_cast<const BlockQ2_K*>(w);
+  const float* xd = act_d(x, l);
+  const int16_t* bsums = act_bsums(x, l);
+  double sum = 0.0;
+  for (int64_t i = 0; i < l.nb; ++i) {
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0;
+      for (int e = 16 * s; e < 16 * s + 16; ++e) t += k_two_bits(b[i].qs, e) * act_q(x, i * 256 + e);
+      isum += (b[i].scales[s] & 15) * t;
+      msum += (b[i].scales[s] >> 4) * bsums[16 * i + s];
+    }
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * isum -
+           static_cast<double>(fp16_to_fp32(b[i].dmin)) * xd[i] * msum;
+  }
+  return static_cast<float>(sum);
+}
+
 // A format with 16 sub-blocks of 16 under signed scales: decode(block, v, scales) gives a super-block's 256
 // values and 16 scales; sum over super-blocks i of d_w * d_x * sum_s scales[s] * (the 16 v * x of s).
 template <class Block, class Decode>
@@ -224,6 +244,7 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q4_0)] = rows<dot_q4_0>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = rows<dot_iq4_nl>;
   s.dot[static_cast<int>(GgmlType::MXFP4)] = rows<dot_mxfp4>;
+  s.dot[static_cast<int>(GgmlType::Q2_K)] = rows<dot_q2_k>;
   s.dot[static_cast<int>(GgmlType::Q3_K)] = rows<dot_q3_k>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<dot_q45_k<false>>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<dot_q45_k<true>>;

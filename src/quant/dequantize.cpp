@@ -63,6 +63,19 @@ void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n) {
   }
 }
 
+void dequantize_row_q2_K(const BlockQ2_K* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const BlockQ2_K& x = src[b];
+    const float d = fp16_to_fp32(x.d), dmin = fp16_to_fp32(x.dmin);
+    float* y = dst + b * kQK_K;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float dl = d * static_cast<float>(x.scales[j] & 0xF);
+      const float ml = dmin * static_cast<float>(x.scales[j] >> 4);
+      for (int e = 16 * j; e < 16 * j + 16; ++e) y[e] = dl * static_cast<float>(k_two_bits(x.qs, e)) - ml;
+    }
+  }
+}
+
 void dequantize_row_q3_K(const BlockQ3_K* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const BlockQ3_K& x = src[b];

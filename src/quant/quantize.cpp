@@ -75,6 +75,7 @@ bool is_quantize_supported(GgmlType type) {
 bool uses_imatrix(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0:
+    case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -114,6 +115,9 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const
       break;
     case GgmlType::Q4_0:
       quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n, imatrix);
+      break;
+    case GgmlType::Q2_K:
+      quantize_row_q2_K(src, static_cast<BlockQ2_K*>(dst), n, imatrix);
       break;
     case GgmlType::Q3_K:
       quantize_row_q3_K(src, static_cast<BlockQ3_K*>(dst), n, imatrix);
@@ -164,6 +168,9 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       break;
     case GgmlType::Q4_0:
       dequantize_row_q4_0(static_cast<const BlockQ4_0*>(src), dst, n);
+      break;
+    case GgmlType::Q2_K:
+      dequantize_row_q2_K(static_cast<const BlockQ2_K*>(src), dst, n);
       break;
     case GgmlType::Q3_K:
       dequantize_row_q3_K(static_cast<const BlockQ3_K*>(src), dst, n);
@@ -243,6 +250,10 @@ Status validate_row_data(GgmlType type, const void* data, int64_t n_bytes) {
         break;
       case GgmlType::Q6_K:
         if (bad_half(half_at(b, offsetof(BlockQ6_K, d)))) return fail(b, "scale d");
+        break;
+      case GgmlType::Q2_K:
+        if (bad_half(half_at(b, offsetof(BlockQ2_K, d)))) return fail(b, "scale d");
+        if (bad_half(half_at(b, offsetof(BlockQ2_K, dmin)))) return fail(b, "scale dmin");
         break;
       case GgmlType::Q3_K:
         if (bad_half(half_at(b, offsetof(BlockQ3_K, d)))) return fail(b, "scale d");

@@ -19,18 +19,12 @@ using quant_detail::nearest_int;
 constexpr int kSub = 32;  // Q4_K / Q5_K sub-block size
 constexpr int kSubBlocks = kQK_K / kSub;
 
-// Parameters of the asymmetric search that differ between Q4_K and Q5_K, with and without imatrix.
-struct AsymmetricSearch {
-  int nmax;
-  float rmin;
-  float rdelta;
-  int nstep;
-};
+using quant_detail::AmsParams;
 
 // Shared Q4_K/Q5_K scale selection for one super-block x[256]. Fills `levels` (each in [0, nmax]), the packed
 // 6-bit scales and the two fp16 super-scales. Steps 1-5 of 3.4.
-void quantize_k_super_block(const float* x, const float* qw, const AsymmetricSearch& plain,
-                            const AsymmetricSearch& weighted, uint16_t* d_out, uint16_t* dmin_out,
+void quantize_k_super_block(const float* x, const float* qw, const AmsParams& plain,
+                            const AmsParams& weighted, uint16_t* d_out, uint16_t* dmin_out,
                             uint8_t packed_scales[kKScaleBytes], uint8_t levels[kQK_K]) {
   float weights[kSub];
   float scales[kSubBlocks];
@@ -48,8 +42,7 @@ void quantize_k_super_block(const float* x, const float* qw, const AsymmetricSea
       for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
       const float av_x = std::sqrt(sum_x2 / kSub);
       for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
-      scales[j] = asymmetric_scale_search(kSub, plain.nmax, xs, weights, levels + j * kSub, &mins[j], aux,
-                                          plain.rmin, plain.rdelta, plain.nstep);
+      scales[j] = asymmetric_scale_search(kSub, xs, weights, levels + j * kSub, &mins[j], aux, plain);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
@@ -80,8 +73,7 @@ void quantize_k_super_block(const float* x, const float* qw, const AsymmetricSea
         sw += weights[l];
       }
       sub_weight[j] = sw;
-      scales[j] = asymmetric_scale_search(kSub, weighted.nmax, xs, weights, levels + j * kSub, &mins[j], aux,
-                                          weighted.rmin, weighted.rdelta, weighted.nstep);
+      scales[j] = asymmetric_scale_search(kSub, xs, weights, levels + j * kSub, &mins[j], aux, weighted);
     }
     const float d_block =
         quant_detail::positive_scale_search(kSubBlocks, 63, scales, scale_codes, sub_weight);
@@ -116,8 +108,8 @@ void quantize_k_super_block(const float* x, const float* qw, const AsymmetricSea
 }  // namespace
 
 void quantize_row_q4_K(const float* src, BlockQ4_K* dst, int64_t n, const float* imatrix) {
-  constexpr AsymmetricSearch kPlain{15, -1.0f, 0.1f, 20};
-  constexpr AsymmetricSearch kWeighted{15, -0.9f, 0.05f, 36};
+  constexpr AmsParams kPlain{15, -1.0f, 0.1f, 20};
+  constexpr AmsParams kWeighted{15, -0.9f, 0.05f, 36};
   uint8_t levels[kQK_K];
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     BlockQ4_K& y = dst[b];
@@ -133,8 +125,8 @@ void quantize_row_q4_K(const float* src, BlockQ4_K* dst, int64_t n, const float*
 }
 
 void quantize_row_q5_K(const float* src, BlockQ5_K* dst, int64_t n, const float* imatrix) {
-  constexpr AsymmetricSearch kPlain{31, -0.5f, 0.1f, 15};
-  constexpr AsymmetricSearch kWeighted{31, -0.9f, 0.05f, 36};
+  constexpr AmsParams kPlain{31, -0.5f, 0.1f, 15};
+  constexpr AmsParams kWeighted{31, -0.9f, 0.05f, 36};
   uint8_t levels[kQK_K];
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     BlockQ5_K& y = dst[b];

@@ -52,8 +52,9 @@ float symmetric_scale_search(int n, int nmax, const float* x, int8_t* levels, co
   return scale;
 }
 
-float asymmetric_scale_search_scalar(int n, int nmax, const float* x, const float* weights, uint8_t* levels,
-                                     float* the_min, uint8_t* aux, float rmin, float rdelta, int nstep) {
+float asymmetric_scale_search_scalar(int n, const float* x, const float* weights, uint8_t* levels,
+                                     float* the_min, uint8_t* aux, const AmsParams& p) {
+  const int nmax = p.nmax;
   // 1. Range and weighted sums.
   float min = x[0], max = x[0];
   float sum_w = weights[0];
@@ -81,12 +82,12 @@ float asymmetric_scale_search_scalar(int n, int nmax, const float* x, const floa
     const int l = clamp_level(nearest_int(iscale * (x[i] - min)));
     levels[i] = static_cast<uint8_t>(l);
     const float diff = scale * static_cast<float>(l) + min - x[i];
-    best += weights[i] * (diff * diff);
+    best += weights[i] * fit_error(diff, p.absolute_error);
   }
 
   // 5. Scan inverse scales; for each set of levels solve the weighted least squares for (scale, min).
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+  for (int is = 0; is <= p.nstep; ++is) {
+    iscale = (p.rmin + p.rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) {
       const int l = clamp_level(nearest_int(iscale * (x[i] - min)));
@@ -108,7 +109,7 @@ float asymmetric_scale_search_scalar(int n, int nmax, const float* x, const floa
       float err = 0;
       for (int i = 0; i < n; ++i) {
         const float diff = this_scale * static_cast<float>(aux[i]) + this_min - x[i];
-        err += weights[i] * (diff * diff);
+        err += weights[i] * fit_error(diff, p.absolute_error);
       }
       if (err < best) {
         std::memcpy(levels, aux, static_cast<size_t>(n));

@@ -127,15 +127,27 @@ void iq4_candidate_sums(const float* x, const float* w, const float* inverse_sca
 void iq4_candidate_sums_scalar(const float* x, const float* w, const float* inverse_scales, float* sumqx,
                                float* sumq2);
 
-// AMS, asymmetric scale/min search (ggml make_qkx2_quants / make_qkx3_quants; 3.0.4). Levels in [0, nmax].
+// AMS, asymmetric scale/min search (ggml make_qkx2_quants / make_qkx3_quants; 3.0.4). Levels in [0, nmax];
+// trial inverse scales (rmin + rdelta * k + nmax) / (max - min), k = 0..nstep; each fit's error is the
+// weighted sum of squared differences, or of absolute ones (Q2_K without an imatrix: ggml's use_mad).
+struct AmsParams {
+  int nmax;
+  float rmin;
+  float rdelta;
+  int nstep;
+  bool absolute_error = false;
+};
+inline float fit_error(float diff, bool absolute) {
+  return absolute ? std::fabs(diff) : diff * diff;
+}
 // `aux` is n bytes of scratch. Writes the non-negative `the_min` (value ~ scale*L - the_min), returns scale.
 // n <= 32 and nstep <= 39. The nstep + 1 trial scales are evaluated side by side (SSE2 where available); the
 // scalar variant evaluates them one after another exactly as the spec lists, and serves as the test
 // reference.
-float asymmetric_scale_search(int n, int nmax, const float* x, const float* weights, uint8_t* levels,
-                              float* the_min, uint8_t* aux, float rmin, float rdelta, int nstep);
-float asymmetric_scale_search_scalar(int n, int nmax, const float* x, const float* weights, uint8_t* levels,
-                                     float* the_min, uint8_t* aux, float rmin, float rdelta, int nstep);
+float asymmetric_scale_search(int n, const float* x, const float* weights, uint8_t* levels, float* the_min,
+                              uint8_t* aux, const AmsParams& p);
+float asymmetric_scale_search_scalar(int n, const float* x, const float* weights, uint8_t* levels,
+                                     float* the_min, uint8_t* aux, const AmsParams& p);
 
 // QP, positive scale search for the 6-bit super-scales (ggml make_qp_quants; 3.0.5). x >= 0.
 float positive_scale_search(int n, int nmax, const float* x, uint8_t* levels, const float* weights);

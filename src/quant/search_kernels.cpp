@@ -61,12 +61,12 @@ struct AmsTrials {
 }
 
 [[maybe_unused]] void ams_trial_errors_scalar(int n, int n_trials, const float* x, const float* w,
-                                              AmsTrials& t) {
+                                              bool absolute, AmsTrials& t) {
   for (int s = 0; s < n_trials; ++s) t.err[s] = 0;
   for (int i = 0; i < n; ++i) {
     for (int s = 0; s < n_trials; ++s) {
       const float diff = t.this_scale[s] * t.level[i][s] + t.this_min[s] - x[i];
-      t.err[s] += w[i] * (diff * diff);
+      t.err[s] += w[i] * fit_error(diff, absolute);
     }
   }
 }
@@ -109,8 +109,10 @@ void ams_trial_sums(int n, int n_trials, int nmax, const float* x, const float* 
   }
 }
 
-void ams_trial_errors(int n, int n_trials, const float* x, const float* w, AmsTrials& t) {
+void ams_trial_errors(int n, int n_trials, const float* x, const float* w, bool absolute, AmsTrials& t) {
   const int n_groups = (n_trials + 3) / 4;
+  // |diff| clears the sign bit, exactly as fabsf.
+  const __m128 magnitude = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
   __m128 err[AmsTrials::kMaxTrials / 4];
   for (int g = 0; g < n_groups; ++g) err[g] = _mm_setzero_ps();
   for (int i = 0; i < n; ++i) {
@@ -119,7 +121,8 @@ void ams_trial_errors(int n, int n_trials, const float* x, const float* w, AmsTr
     for (int g = 0; g < n_groups; ++g) {
       const __m128 scaled = _mm_mul_ps(_mm_load_ps(t.this_scale + 4 * g), _mm_load_ps(&t.level[i][4 * g]));
       const __m128 diff = _mm_sub_ps(_mm_add_ps(scaled, _mm_load_ps(t.this_min + 4 * g)), xi);
-      err[g] = _mm_add_ps(err[g], _mm_mul_ps(wi, _mm_mul_ps(diff, diff)));
+      const __m128 e = absolute ? _mm_and_ps(diff, magnitude) : _mm_mul_ps(diff, diff);
+      err[g] = _mm_add_ps(err[g], _mm_mul_ps(wi, e));
     }
   }
   for (int g = 0; g < n_groups; ++g) _mm_store_ps(t.err + 4 * g, err[g]);
@@ -130,8 +133,8 @@ void ams_trial_errors(int n, int n_trials, const float* x, const float* w, AmsTr
 void ams_trial_sums(int n, int n_trials, int nmax, const float* x, const float* w, float min, AmsTrials& t) {
   ams_trial_sums_scalar(n, n_trials, nmax, x, w, min, t);
 }
-void ams_trial_errors(int n, int n_trials, const float* x, const float* w, AmsTrials& t) {
-  ams_trial_errors_scalar(n, n_trials, x, w, t);
+void ams_trial_errors(int n, int n_trials, const float* x, const float* w, bool absolute, AmsTrials& t) {
+  ams_trial_errors_scalar(n, n_trials, x, w, absolute, t);
 }
 
 #endif
@@ -188,11 +191,12 @@ void iq4_candidate_sums(const float* x, const float* w, const float* inverse_sca
 
 // 3.0.4 with the trials of step 5 evaluated in batches (see the comment in step 5 for why the batches
 // restart).
-float asymmetric_scale_search(int n, int nmax, const float* x, const float* weights, uint8_t* levels,
-                              float* the_min, uint8_t* aux, float rmin, float rdelta, int nstep) {
-  const int n_trials = nstep + 1;
+float asymmetric_scale_search(int n, const float* x, const float* weights, uint8_t* levels, float* the_min,
+                              uint8_t* aux, const AmsParams& p) {
+  const int nmax = p.nmax;
+  const int n_trials = p.nstep + 1;
   if (n > AmsTrials::kMaxElements || n_trials > AmsTrials::kMaxTrials || n_trials < 1) {
-    return asymmetric_scale_search_scalar(n, nmax, x, weights, levels, the_min, aux, rmin, rdelta, nstep);
+    return asymmetric_scale_search_scalar(n, x, weights, levels, the_min, aux, p);
   }
   // 1-3.
   float min = x[0], max = x[0];
@@ -218,7 +222,7 @@ float asymmetric_scale_search(int n, int nmax, const float* x, const float* weig
     const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min))));
     levels[i] = static_cast<uint8_t>(l);
     const float diff = scale * static_cast<float>(l) + min - x[i];
-    best += weights[i] * (diff * diff);
+    best += weights[i] * fit_error(diff, p.absolute_error);
   }
   // 5. A trial that wins replaces `min`, and every later trial uses the new min (in x - min and in max -
   // min), so trials are only independent until one wins. Evaluate a batch of trials with the current min; the
@@ -232,7 +236,7 @@ float asymmetric_scale_search(int n, int nmax, const float* x, const float* weig
     const int padded = (lanes + 3) / 4 * 4;  // padding lanes compute values that are never read
     for (int k = 0; k < padded; ++k) {
       const float trial = static_cast<float>(first + k);
-      t.iscale[k] = (rmin + rdelta * trial + static_cast<float>(nmax)) / (max - min);
+      t.iscale[k] = (p.rmin + p.rdelta * trial + static_cast<float>(nmax)) / (max - min);
     }
     ams_trial_sums(n, padded, nmax, x, weights, min, t);
     bool solvable[kBatch];
@@ -251,7 +255,7 @@ float asymmetric_scale_search(int n, int nmax, const float* x, const float* weig
       t.this_scale[k] = this_scale;
       t.this_min[k] = this_min;
     }
-    ams_trial_errors(n, padded, x, weights, t);
+    ams_trial_errors(n, padded, x, weights, p.absolute_error, t);
     int winner = -1;
     for (int k = 0; k < lanes; ++k) {
       if (solvable[k] && t.err[k] < best) {

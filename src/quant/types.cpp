@@ -19,7 +19,7 @@ constexpr Entry kEntries[] = {
     {2, {"q4_0", 32, 18, true, true}},       {3, {"q4_1", 32, 20, true, false}},
     {6, {"q5_0", 32, 22, true, false}},      {7, {"q5_1", 32, 24, true, false}},
     {8, {"q8_0", 32, 34, true, true}},       {9, {"q8_1", 32, 36, true, false}},
-    {10, {"q2_K", 256, 84, true, false}},    {11, {"q3_K", 256, 110, true, true}},
+    {10, {"q2_K", 256, 84, true, true}},     {11, {"q3_K", 256, 110, true, true}},
     {12, {"q4_K", 256, 144, true, true}},    {13, {"q5_K", 256, 176, true, true}},
     {14, {"q6_K", 256, 210, true, true}},    {15, {"q8_K", 256, 292, true, true}},
     {16, {"iq2_xxs", 256, 66, true, false}}, {17, {"iq2_xs", 256, 74, true, false}},

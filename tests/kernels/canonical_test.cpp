@@ -130,6 +130,33 @@ float q3k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::A
   return acc;
 }
 
+// Q2_K (matmul_avx2_q2k.cpp, which the AVX-512 level runs too): isum(sb) = sum over the 16 sub-blocks i of
+// sc_i * (16 products of the two-bit q), msum(sb) = sum over i of m_i * (sum of the 16 x), exact; acc =
+// fma(float(isum), d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm); out = acc - accm. The layout is
+// written out from the format (quant/blocks.h).
+float q2k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  float acc = 0.0f, accm = 0.0f;
+  for (int64_t sb = 0; sb < l.nb; ++sb) {
+    const BlockQ2_K* b = reinterpret_cast<const BlockQ2_K*>(w) + sb;
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t t = 0, sum_x = 0;
+      for (int k = 0; k < 16; ++k) {
+        const int e = 16 * s + k;
+        const int q = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        t += q * act_value(x, 256 * sb + e, isa);
+        sum_x += act_value(x, 256 * sb + e, isa);
+      }
+      isum += (b->scales[s] & 15) * t;
+      msum += (b->scales[s] >> 4) * sum_x;
+    }
+    const float xd = kernels::detail::act_d(x, l)[sb];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b->d) * xd, acc);
+    accm = std::fma(static_cast<float>(msum), fp16_to_fp32(b->dmin) * xd, accm);
+  }
+  return acc - accm;
+}
+
 // Q4_K and Q5_K (matmul_avx2_q45k.cpp, matmul_avx512_q45k.cpp, matmul_neon.cpp): isum(sb) = sum over j of
 // sc_j * (32 products), msum(sb) = sum over j of m_j * (sum of the 32 x), exact; acc = fma(float(isum),
 // d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm); out = acc - accm.
@@ -265,6 +292,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{GgmlType::MXFP4, {Isa::kAvx2, Isa::kAvx512}, mxfp4_canonical},
                       Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
                       Case{GgmlType::Q3_K, {Isa::kAvx2, Isa::kAvx512}, q3k_canonical},
+                      Case{GgmlType::Q2_K, {Isa::kAvx2, Isa::kAvx512}, q2k_canonical},
                       Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
                       Case{GgmlType::Q5_K, kAllButScalar, q45k_canonical<true>},
                       Case{GgmlType::F32, {Isa::kAvx2, Isa::kNeon}, float_canonical<GgmlType::F32>},

@@ -26,9 +26,10 @@ using kernels::PreparedActivations;
 using test::IsaScope;
 using test::Pattern;
 
-const GgmlType kTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::MXFP4,
-                           GgmlType::Q3_K,   GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,
-                           GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16,   GgmlType::F32};
+const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0,   GgmlType::IQ4_NL, GgmlType::MXFP4,
+                           GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                           GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16,    GgmlType::BF16,
+                           GgmlType::F32};
 
 // Widths with an odd number of blocks (and, for the float types, not a multiple of 16 or 8).
 int64_t odd_width(GgmlType t) {
@@ -60,27 +61,30 @@ struct Reference {
   std::vector<double> dot, mag;
 };
 
-// Q4_K / Q5_K weights are d*sc*q - dmin*m: the kernels round the two sums separately, so their error scales
-// with |d*sc*q| + |dmin*m| rather than with |weight|. Returns that magnitude per element (else |weight|).
+// Q2_K / Q4_K / Q5_K weights are d*sc*q - dmin*m: the kernels round the two sums separately, so their error
+// scales with |d*sc*q| + |dmin*m| rather than with |weight|. Returns that magnitude per element (else
+// |weight|).
 std::vector<float> term_magnitudes(const test::QuantMatrix& m) {
   std::vector<float> mag(m.deq.size());
   for (size_t i = 0; i < mag.size(); ++i) mag[i] = std::fabs(m.deq[i]);
-  if (m.type != GgmlType::Q4_K && m.type != GgmlType::Q5_K) return mag;
+  if (m.type != GgmlType::Q2_K && m.type != GgmlType::Q4_K && m.type != GgmlType::Q5_K) return mag;
   const int64_t rb = row_size(m.type, m.n_in);
-  const int64_t bb = m.type == GgmlType::Q4_K ? 144 : 176;
+  const int64_t bb = type_traits(m.type).type_size;
+  const int sub = m.type == GgmlType::Q2_K ? 16 : 32;  // elements per (scale, min) pair
   for (int64_t o = 0; o < m.n_out; ++o) {
     for (int64_t b = 0; b < m.n_in / 256; ++b) {
       const uint8_t* blk = m.bytes.data() + o * rb + b * bb;
-      uint16_t d, dmin;
-      std::memcpy(&d, blk, 2);
-      std::memcpy(&dmin, blk + 2, 2);
-      const uint8_t* s = blk + 4;
-      for (int j = 0; j < 8; ++j) {
-        const int mj = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+      uint16_t dmin;
+      std::memcpy(&dmin, blk + (m.type == GgmlType::Q2_K ? 82 : 2), 2);
+      const uint8_t* s = m.type == GgmlType::Q2_K ? blk : blk + 4;
+      for (int j = 0; j < 256 / sub; ++j) {
+        const int mj = m.type == GgmlType::Q2_K ? s[j] >> 4
+                       : j < 4                  ? (s[j + 4] & 63)
+                                                : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
         const float mt = fp16_to_fp32(dmin) * static_cast<float>(mj);
-        for (int k = 0; k < 32; ++k) {
-          float& e = mag[o * m.n_in + b * 256 + 32 * j + k];
-          e = std::fabs(m.deq[o * m.n_in + b * 256 + 32 * j + k] + mt) + std::fabs(mt);
+        for (int k = 0; k < sub; ++k) {
+          float& e = mag[o * m.n_in + b * 256 + sub * j + k];
+          e = std::fabs(m.deq[o * m.n_in + b * 256 + sub * j + k] + mt) + std::fabs(mt);
         }
       }
     }

@@ -63,6 +63,7 @@ const EngineFixtures& engine_fixtures() {
     make("iq4_nl", GgmlType::IQ4_NL, false);
     make("mxfp4", GgmlType::MXFP4, false);
     make("w_f32", GgmlType::F32, true);
+    make("w_q2_k", GgmlType::Q2_K, true);
     make("w_q3_k", GgmlType::Q3_K, true);
     make("w_q4_k", GgmlType::Q4_K, true);
     make("w_q6_k", GgmlType::Q6_K, true);
@@ -144,9 +145,10 @@ double median_tolerance(const std::string& name) {
 // row within 3e-7, and all of them within 3.2e-7 on the scalar level. The MXFP4 fixture matches the reference
 // exactly (0) on the scalar and AVX-512 levels; on AVX2, whose MXFP4 sums are bitwise the AVX-512 ones
 // (tests/kernels/canonical_test.cpp), positions 0-11 are exact and one flip at position 12 (from the float
-// order of the other ops) leaves 0.4-1.1% on every later row.
+// order of the other ops) leaves 0.4-1.1% on every later row. The Q2_K fixture has one on the AVX-512 level:
+// one row of 28 (position 18) at 0.11%, every other row within 3.2e-7 (and all within 1e-3 at scalar and AVX2).
 double kernel_precision_tolerance(const std::string& name) {
-  return name == "w_q4_k" || name == "w_q3_k" || name == "mxfp4" ? 0.02 : 1e-3;
+  return name == "w_q4_k" || name == "w_q3_k" || name == "w_q2_k" || name == "mxfp4" ? 0.02 : 1e-3;
 }
 
 class EngineVsReference : public ::testing::TestWithParam<std::string> {};
@@ -195,8 +197,8 @@ TEST_P(EngineVsReference, LogitsCloseForPromptAndDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
-                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "mxfp4", "w_f32", "w_q3_k",
-                                           "w_q4_k", "w_q6_k", "w_iq4_xs"));
+                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "mxfp4", "w_f32", "w_q2_k",
+                                           "w_q3_k", "w_q4_k", "w_q6_k", "w_iq4_xs"));
 
 TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
   Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");

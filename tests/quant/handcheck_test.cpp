@@ -19,9 +19,10 @@
 namespace mtp {
 namespace {
 
-constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
-                                  GgmlType::Q4_0, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
-                                  GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q8_K};
+constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,
+                                  GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
+                                  GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                  GgmlType::Q8_K};
 
 std::vector<uint8_t> quantize_or_die(GgmlType type, const std::vector<float>& x,
                                      const float* imatrix = nullptr) {
@@ -56,8 +57,8 @@ TEST(HandCheck, AllZeroRows) {
   EXPECT_EQ(hex(quantize_or_die(GgmlType::Q4_0, zeros)), repeat("0080" + repeat("88", 16), 16));
   EXPECT_EQ(hex(quantize_or_die(GgmlType::IQ4_NL, zeros)), repeat("0000" + repeat("88", 16), 16));
   EXPECT_EQ(hex(quantize_or_die(GgmlType::IQ4_XS, zeros)), repeat("0080aaaa00000000" + repeat("88", 128), 2));
-  for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K,
-                     GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::Q8_K, GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
     const std::vector<uint8_t> q = quantize_or_die(t, zeros);
     EXPECT_EQ(hex(q), std::string(2 * q.size(), '0')) << type_name(t);
   }
@@ -206,9 +207,9 @@ TEST(HandCheck, BadLengthsAndTypesAreRejected) {
   EXPECT_FALSE(dequantize_row(GgmlType::IQ4_NL, out.data(), x.data(), 48).ok());
   EXPECT_FALSE(quantize_tensor(nullptr, GgmlType::Q6_K, x.data(), out.data(), 1, 300, nullptr).ok());
 
-  s = quantize_row(GgmlType::Q2_K, x.data(), out.data(), 256);
+  s = quantize_row(GgmlType::IQ3_XXS, x.data(), out.data(), 256);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("q2_K"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("iq3_xxs"), std::string::npos) << s.message();
   s = dequantize_row(GgmlType::IQ2_XXS, out.data(), x.data(), 256);
   EXPECT_NE(s.message().find("iq2_xxs"), std::string::npos) << s.message();
   EXPECT_FALSE(quantize_tensor(nullptr, GgmlType::Q5_0, x.data(), out.data(), 1, 32, nullptr).ok());

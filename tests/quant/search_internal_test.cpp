@@ -70,15 +70,11 @@ TEST(SearchInternals, Iq4CandidateSumsMatchScalar) {
 }
 
 TEST(SearchInternals, AsymmetricSearchMatchesScalar) {
-  struct Params {
-    int nmax;
-    float rmin, rdelta;
-    int nstep;
-  };
-  const Params kParams[] = {
-      {15, -1.0f, 0.1f, 20}, {31, -0.5f, 0.1f, 15}, {15, -0.9f, 0.05f, 36}, {31, -0.9f, 0.05f, 36}};
+  // Q4_K, Q5_K, their imatrix variants, and Q2_K's two (the first with absolute errors).
+  const AmsParams kParams[] = {{15, -1.0f, 0.1f, 20},  {31, -0.5f, 0.1f, 15},      {15, -0.9f, 0.05f, 36},
+                               {31, -0.9f, 0.05f, 36}, {3, -0.5f, 0.1f, 15, true}, {3, -0.9f, 0.05f, 36}};
   const std::vector<float> x = test::gaussian(31, 32 * 500);
-  for (const Params& p : kParams) {
+  for (const AmsParams& p : kParams) {
     for (int b = 0; b < 500; ++b) {
       float xb[32], w[32];
       for (int i = 0; i < 32; ++i) {
@@ -89,13 +85,12 @@ TEST(SearchInternals, AsymmetricSearchMatchesScalar) {
       }
       uint8_t l_fast[32], l_ref[32], aux[32];
       float min_fast = -1, min_ref = -2;
-      const float s_fast =
-          asymmetric_scale_search(32, p.nmax, xb, w, l_fast, &min_fast, aux, p.rmin, p.rdelta, p.nstep);
-      const float s_ref =
-          asymmetric_scale_search_scalar(32, p.nmax, xb, w, l_ref, &min_ref, aux, p.rmin, p.rdelta, p.nstep);
+      const int n = p.nmax == 3 ? 16 : 32;
+      const float s_fast = asymmetric_scale_search(n, xb, w, l_fast, &min_fast, aux, p);
+      const float s_ref = asymmetric_scale_search_scalar(n, xb, w, l_ref, &min_ref, aux, p);
       ASSERT_EQ(std::bit_cast<uint32_t>(s_fast), std::bit_cast<uint32_t>(s_ref)) << "block " << b;
       ASSERT_EQ(std::bit_cast<uint32_t>(min_fast), std::bit_cast<uint32_t>(min_ref)) << "block " << b;
-      ASSERT_EQ(std::memcmp(l_fast, l_ref, 32), 0) << "block " << b;
+      ASSERT_EQ(std::memcmp(l_fast, l_ref, static_cast<size_t>(n)), 0) << "block " << b;
     }
   }
 }

@@ -52,6 +52,12 @@ inline constexpr SmallVector kSmallVectors[] = {
      "403440d973fc953eb851ea741ca63fc862eb3e34c852ea841da64fc962fb852db741d9731a3440d973fc952eb851ea73"
      "1ca63fc862fbd333c851fb841da63fd962fb942eb740ea73d83340d962fc952ec751ea730da63fc851fb4534c852ea84"
      "1da64fc962fb852db741d973403440d973fc953eb851ea741ca63fc862eb3e34c852ea841da64fc962fb852db741d973"},
+    {"S2", GgmlType::Q2_K, false,
+     "efefffffefefffffefefffffefefffff88228866dd77dd88228866dd772288229977ddbb228866dd77dd88228866dd77"
+     "88228866dd77dd88228866dd772288229977ddbb228866dd77dd88228866dd77b62c672f"},
+    {"S2", GgmlType::Q2_K, true,
+     "ddeebdeefebdeefddfddeebdddeebdee84228873dd77ed88229873dd77228822cd77ddbb228866dd77dd8822c867ddb7"
+     "48228836dd77dd88228836dd77218822d977ddb7228862dd77dd84228873dd77dd2cba2f"},
     {"S2", GgmlType::Q3_K, false,
      "aa55aa55aa55ffaa55aa55aaff55aa5555aa55aaff55aa55aa55ffaa55aa55aa005555aabbffcc1155aaaaff33005599"
      "aa555500ccffaa66550033ffaaaa5555005555aabbffcc1155aaaaff33005599aa555500ccffaa66550033ffaaaa5555"
@@ -170,6 +176,16 @@ inline constexpr TensorHash kTensorHashes[] = {
      1408,
      "14d0beffb40f972827d28d7e161e7088b6e45ec1564fe263e383f7c3e37d1181",
      {"9d6b6db2343b5ba5", "82a9ee7b281bd709", "dfb7f6761de4b5a9", "2d7bc6ec54a1191f"}},
+    {GgmlType::Q2_K,
+     false,
+     672,
+     "bba6d092a1cb7eae446aebdeeba141aacda9827e78f2209298d0f37dab060fc6",
+     {"fca0230a69969b2c", "b411c27bdbe7a8a2", "8ee2f8f59ce3f192", "7ddd2feb739d213c"}},
+    {GgmlType::Q2_K,
+     true,
+     672,
+     "bf6af61acbaab8a8e636f146240d8d031cbfd8bf7eac2621b343e1189acce9c4",
+     {"85948030929cf545", "16b5794ace5f54c6", "acb7bbf31398fdc3", "4bf2c52abe54ffeb"}},
     {GgmlType::Q3_K,
      false,
      880,
@@ -224,6 +240,9 @@ inline constexpr const char* kMxfp4DequantizedT =
 inline constexpr const char* kMxfp4DequantizedEveryExponent =
     "3b27ea731f5c773ffcdc68e5b5696d47c06cf01058a662f9920a206268a2e1ee";
 
+// ggml's dequantize_row_q2_K on T's Q2_K bytes (no imatrix): SHA-256 of the output floats' bytes.
+inline constexpr const char* kQ2kDequantizedT = "9c27e5637de7a65fa7414166fab857f1924bb6def0f5fd6dc53214514dfbf774";
+
 // 5.3: individual blocks of T's no-imatrix output. `block` counts blocks of the type within the row.
 struct TensorBlock {
   GgmlType type;
@@ -240,6 +259,9 @@ inline constexpr TensorBlock kTensorBlocks[] = {
      "581c0228f9fdfcf4f7fffdee97d8cffb56878a45cc3708503da2fb589c44339b06387942ad0f98f955ecd9104fae44d9"
      "4ad1a8638e12a8f3159f5c3f303519d9b7e1375142e4da908108aa50ae8d2be862256e6939bcf95e44df6cb68a04b540"
      "d871b9710b378c84f2850f26f3468a23d759cbc40e2c86fca69a16c44a1b40dee25864fddb0a35eea154ad61c50e0b4d"},
+    {GgmlType::Q2_K, 0, 0,
+     "aabcffddacbc7a8abb9bdccccdbccbdc65ca9a457b0692c417b86f360b1525eb91c616444bd3ea8e852fae40b7bb25ee"
+     "e465e7d6363b9ef795af17d96a2149f4cd645af4e2255af98c59b341dc352a70ee2dc730"},
     {GgmlType::Q3_K, 0, 0,
      "ca0797de113ff796cfb059eb3d0e6a83f5706eb98a1067b2f17e8659f4162d167770812bdbb88c289bcd62847f9aba72"
      "811b835a552014cfddce9f47b8f5ea0f8df7afad49561ddb4a7b5ea7a162fb88f8c3e7c3a22892c27fa150f59e092396"

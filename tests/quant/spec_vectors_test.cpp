@@ -144,5 +144,13 @@ TEST(SpecVectors, Mxfp4DequantizesAsGgml) {
   EXPECT_EQ(sha256_hex(all.data(), all.size() * 4), speculative::kMxfp4DequantizedEveryExponent);
 }
 
+TEST(SpecVectors, Q2kDequantizedAsGgml) {
+  const std::vector<float> t = test::spec_tensor_t();
+  const std::vector<uint8_t> bytes = test::quantize_bytes(GgmlType::Q2_K, t, 4);
+  std::vector<float> y(t.size());
+  ASSERT_TRUE(dequantize_row(GgmlType::Q2_K, bytes.data(), y.data(), static_cast<int64_t>(y.size())).ok());
+  EXPECT_EQ(sha256_hex(y.data(), y.size() * 4), speculative::kQ2kDequantizedT);
+}
+
 }  // namespace
 }  // namespace mtp

@@ -44,6 +44,17 @@ struct BlockMXFP4 {
 };
 static_assert(sizeof(BlockMXFP4) == 17);
 
+// Q2_K: 16 sub-blocks of 16, each with a 4-bit scale (low nibble of scales[j]) and a 4-bit min (high nibble);
+// y = (d * sc_j) * q - dmin * m_j, q in [0, 3]. Element e's 2 bits: qs[32(e / 128) + e % 32] >> (2 ((e % 128)
+// / 32)), as Q3_K's low bits.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
 // Q3_K: 16 sub-blocks of 16 with 6-bit scales (biased by 32); y = (d * (sc_j - 32)) * (q - 4), q in [0, 7].
 // Element e's low 2 bits: qs[32(e / 128) + e % 32] >> (2 ((e % 128) / 32)); its high bit (set: q >= 4) in
 // hmask[e % 32] bit e / 32. Scale j: low 4 bits in scales[j % 8] (low nibble for j < 8, high for j >= 8),
@@ -125,10 +136,14 @@ inline int unpack_q3_k_scale(int j, const uint8_t* packed) {
   return low | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
 }
 
+// The 2 bits of element e (0..255) in the qs of a Q2_K super-block, or the low 2 bits in Q3_K's.
+inline int k_two_bits(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+
 // The 3-bit level q (0..7; the value is q - 4) of element e (0..255) of a Q3_K super-block.
 inline int q3_k_level(const BlockQ3_K& b, int e) {
-  const int low = (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-  return low | (((b.hmask[e % 32] >> (e / 32)) & 1) << 2);
+  return k_two_bits(b.qs, e) | (((b.hmask[e % 32] >> (e / 32)) & 1) << 2);
 }
 
 // The 6-bit (scale, min) pair j (0..7) of a Q4_K / Q5_K super-block's 12 scale bytes: pairs 0-3 in the low

@@ -26,7 +26,8 @@ void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n);
 void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n, const float* imatrix);
 void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n, const float* imatrix);
 
-// K-quants, super-block 256 (quantize_k.cpp; Q3_K in quantize_q3k.cpp).
+// K-quants, super-block 256 (quantize_k.cpp; Q2_K and Q3_K in quantize_q23k.cpp).
+void quantize_row_q2_K(const float* src, BlockQ2_K* dst, int64_t n, const float* imatrix);
 void quantize_row_q3_K(const float* src, BlockQ3_K* dst, int64_t n, const float* imatrix);
 void quantize_row_q4_K(const float* src, BlockQ4_K* dst, int64_t n, const float* imatrix);
 void quantize_row_q5_K(const float* src, BlockQ5_K* dst, int64_t n, const float* imatrix);
@@ -45,6 +46,7 @@ void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n);
+void dequantize_row_q2_K(const BlockQ2_K* src, float* dst, int64_t n);
 void dequantize_row_q3_K(const BlockQ3_K* src, float* dst, int64_t n);
 void dequantize_row_q4_K(const BlockQ4_K* src, float* dst, int64_t n);
 void dequantize_row_q5_K(const BlockQ5_K* src, float* dst, int64_t n);

@@ -1,4 +1,11 @@
-// Q3_K reference quantizer (docs/formats.md 3.13): 16 sub-blocks of 16 elements, each with a 6-bit scale
+// Q2_K and Q3_K reference quantizers (docs/formats.md 3.15, 3.13).
+//
+// Q2_K: 16 sub-blocks of 16 elements, each with a 4-bit scale and a 4-bit min under two fp16 super-scales,
+// levels q in [0, 3]. Each sub-block's (scale, min) comes from the asymmetric search (3.0.4): without an
+// imatrix weighted by |x| with absolute errors, with one by qw * sqrt(sigma2 + x^2) and the 16 scales and
+// mins then fitted by the positive search (3.0.5).
+//
+// Q3_K: 16 sub-blocks of 16 elements, each with a 6-bit scale
 // (biased by 32) under one fp16 super-scale, and 3-bit levels l + 4, l in [-4, 3] (2 low bits in qs, the
 // third in hmask). Without an imatrix each sub-block's scale comes from a search that refines the levels one
 // at a time (ggml make_q3_quants); with one, from the weighted symmetric search that Q6_K uses, and the 16
@@ -14,6 +21,7 @@
 namespace mtp {
 namespace {
 
+using quant_detail::AmsParams;
 using quant_detail::arg_max_abs;
 using quant_detail::kGroupMaxEps;
 using quant_detail::nearest_int;
@@ -123,7 +131,102 @@ void q3_scales_weighted(const float* x, const float* qw, BlockQ3_K& y, int8_t* l
   y.d = fp32_to_fp16(d);
 }
 
+// The 2-bit levels (or Q3_K's low 2 bits) of elements 128h + {l, +32, +64, +96} into qs[32h + l].
+template <typename Level>
+void pack_two_bits(const Level* levels, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h) {
+    const Level* L = levels + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      qs[32 * h + l] = static_cast<uint8_t>(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
+    }
+  }
+}
+
+constexpr int kSub2 = 16;
+constexpr int kSubBlocks2 = kQK_K / kSub2;
+
+// Codes of 16 non-negative values relative to the largest (which becomes 15), as ggml stores them: the
+// rounded int's low byte, shifted by `shift` (0 for scales, 4 for mins). Returns the super-scale.
+float q2_codes_by_max(const float* values, int shift, uint8_t* scales) {
+  float top = 0;
+  for (int j = 0; j < kSubBlocks2; ++j) top = std::max(top, values[j]);
+  if (!(top > 0)) return 0.0f;
+  const float iscale = 15.f / top;
+  for (int j = 0; j < kSubBlocks2; ++j) {
+    scales[j] |= static_cast<uint8_t>(nearest_int(iscale * values[j]) << shift);
+  }
+  return top / 15.f;
+}
+
+// Steps 1-3 without an imatrix: weights |x|, absolute errors, codes by the largest scale and min.
+void q2_scales_plain(const float* x, BlockQ2_K& y, uint8_t* levels) {
+  constexpr AmsParams kPlain{3, -0.5f, 0.1f, 15, true};
+  float scales[kSubBlocks2], mins[kSubBlocks2], weights[kSub2];
+  uint8_t aux[kSub2];
+  for (int j = 0; j < kSubBlocks2; ++j) {
+    for (int l = 0; l < kSub2; ++l) weights[l] = std::fabs(x[kSub2 * j + l]);
+    scales[j] = quant_detail::asymmetric_scale_search(kSub2, x + kSub2 * j, weights, levels + kSub2 * j,
+                                                      &mins[j], aux, kPlain);
+  }
+  y.d = fp32_to_fp16(q2_codes_by_max(scales, 0, y.scales));
+  y.dmin = fp32_to_fp16(q2_codes_by_max(mins, 4, y.scales));
+}
+
+// Steps 1-3 with an imatrix: weights qw * sqrt(sigma2 + x^2) (sigma2 the block's mean square), then the
+// positive search over the 16 scales and the 16 mins, each weighted by its sub-block's weight sum.
+void q2_scales_weighted(const float* x, const float* qw, BlockQ2_K& y, uint8_t* levels) {
+  constexpr AmsParams kWeighted{3, -0.9f, 0.05f, 36};
+  float sumx2 = 0;
+  for (int i = 0; i < kQK_K; ++i) sumx2 += x[i] * x[i];
+  const float sigma2 = sumx2 / kQK_K;
+  float scales[kSubBlocks2], mins[kSubBlocks2], weight_sums[kSubBlocks2], weights[kSub2];
+  uint8_t aux[kSub2];
+  for (int j = 0; j < kSubBlocks2; ++j) {
+    float sum = 0;
+    for (int l = 0; l < kSub2; ++l) {
+      const float xl = x[kSub2 * j + l];
+      weights[l] = qw[kSub2 * j + l] * std::sqrt(sigma2 + xl * xl);
+      sum += weights[l];
+    }
+    weight_sums[j] = sum;
+    scales[j] = quant_detail::asymmetric_scale_search(kSub2, x + kSub2 * j, weights, levels + kSub2 * j,
+                                                      &mins[j], aux, kWeighted);
+  }
+  uint8_t scale_codes[kSubBlocks2], min_codes[kSubBlocks2];
+  y.d = fp32_to_fp16(quant_detail::positive_scale_search(kSubBlocks2, 15, scales, scale_codes, weight_sums));
+  y.dmin = fp32_to_fp16(quant_detail::positive_scale_search(kSubBlocks2, 15, mins, min_codes, weight_sums));
+  for (int j = 0; j < kSubBlocks2; ++j)
+    y.scales[j] = static_cast<uint8_t>(scale_codes[j] | (min_codes[j] << 4));
+}
+
 }  // namespace
+
+void quantize_row_q2_K(const float* src, BlockQ2_K* dst, int64_t n, const float* imatrix) {
+  uint8_t levels[kQK_K];
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* x = src + b * kQK_K;
+    BlockQ2_K& y = dst[b];
+    std::memset(y.scales, 0, sizeof(y.scales));
+    if (imatrix != nullptr) {
+      q2_scales_weighted(x, imatrix + b * kQK_K, y, levels);
+    } else {
+      q2_scales_plain(x, y, levels);
+    }
+    // 4. Levels against the stored scales and mins; a zero sub-scale keeps the search's levels.
+    const float d = fp16_to_fp32(y.d), dmin = fp16_to_fp32(y.dmin);
+    for (int j = 0; j < kSubBlocks2; ++j) {
+      const float dq = d * static_cast<float>(y.scales[j] & 0xF);
+      if (dq == 0) continue;
+      const float dm = dmin * static_cast<float>(y.scales[j] >> 4);
+      for (int l = 0; l < kSub2; ++l) {
+        const int level = nearest_int((x[kSub2 * j + l] + dm) / dq);
+        levels[kSub2 * j + l] = static_cast<uint8_t>(std::clamp(level, 0, 3));
+      }
+    }
+    // 5.
+    pack_two_bits(levels, y.qs);
+  }
+}
 
 void quantize_row_q3_K(const float* src, BlockQ3_K* dst, int64_t n, const float* imatrix) {
   int8_t levels[kQK_K];
@@ -154,13 +257,7 @@ void quantize_row_q3_K(const float* src, BlockQ3_K* dst, int64_t n, const float*
         levels[e] = static_cast<int8_t>(levels[e] - 4);
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      const int8_t* L = levels + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        y.qs[32 * h + l] =
-            static_cast<uint8_t>(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
-      }
-    }
+    pack_two_bits(levels, y.qs);
   }
 }
 
