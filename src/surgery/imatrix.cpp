@@ -14,6 +14,7 @@ Expected<Imatrix> load_gguf_imatrix(const std::string& path) {
   Imatrix m;
   if (auto ds = f.metadata().get_string_array("imatrix.datasets"); ds.ok() && !(*ds)->empty())
     m.dataset = (**ds)[0];
+  if (auto n = f.metadata().get_integer("imatrix.chunk_count"); n.ok()) m.chunk_count = *n;
   for (const TensorInfo& sums : f.tensors()) {
     if (!sums.name.ends_with(".in_sum2")) continue;
     const std::string name = sums.name.substr(0, sums.name.size() - 8);
@@ -47,7 +48,8 @@ Expected<Imatrix> load_gguf_imatrix(const std::string& path) {
   return m;
 }
 
-// Legacy: i32 n_entries; per entry: i32 name length, name, i32 ncall, i32 nval, nval f32 (optional trailer).
+// Legacy: i32 n_entries; per entry: i32 name length, name, i32 ncall, i32 nval, nval f32; then optionally i32
+// chunk count, i32 dataset name length, dataset name.
 Expected<Imatrix> load_legacy_imatrix(const std::string& path) {
   MTP_ASSIGN_OR_RETURN(MappedFile f, MappedFile::open(path));
   const uint8_t* p = f.data();
@@ -83,6 +85,15 @@ Expected<Imatrix> load_legacy_imatrix(const std::string& path) {
       for (float& v : w) v /= static_cast<float>(ncall);
     }
     m.weights.emplace(std::move(name), std::move(w));
+  }
+  // The trailer, read as llama.cpp reads it: what is there is kept, a short tail is not an error.
+  int32_t chunks = 0, len = 0;
+  if (read_i32(&chunks, "chunk count").ok()) {
+    m.chunk_count = chunks;
+    if (read_i32(&len, "dataset name length").ok() && len > 0 && static_cast<uint64_t>(len) <= left) {
+      m.dataset.assign(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
+      m.dataset.resize(std::strlen(m.dataset.c_str()));  // llama.cpp reads a C string: up to the first NUL
+    }
   }
   return m;
 }

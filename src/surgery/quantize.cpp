@@ -8,17 +8,26 @@
 
 namespace mtp::surgery {
 
-Metadata quantized_metadata(const GgufFile& input, const QuantizeOptions& options,
-                            const std::string& imatrix_path, size_t imatrix_entries) {
+Metadata quantized_metadata(const GgufFile& input, const QuantizeOptions& options, const Imatrix* imatrix,
+                            const std::string& imatrix_path) {
   Metadata md = input.metadata();
   md.set_last("general.quantization_version", Value::scalar<uint32_t>(2));
   md.set_last("general.file_type", Value::scalar<uint32_t>(options.target.file_type));
   md.erase("split.no");
   md.erase("split.count");
   md.erase("split.tensors.count");
-  if (!imatrix_path.empty()) {
-    md.set_last("quantize.imatrix.file", Value::string(imatrix_path));
-    md.set_last("quantize.imatrix.entries_count", Value::scalar(static_cast<uint32_t>(imatrix_entries)));
+  if (imatrix != nullptr) {
+    // llama-quantize passes the strings through 128-byte override buffers: at most 127 bytes survive.
+    md.set_last("quantize.imatrix.file", Value::string(imatrix_path.substr(0, 127)));
+    if (!imatrix->dataset.empty()) {
+      md.set_last("quantize.imatrix.dataset", Value::string(imatrix->dataset.substr(0, 127)));
+    }
+    md.set_last("quantize.imatrix.entries_count",
+                Value::scalar(static_cast<uint32_t>(imatrix->weights.size())));
+    if (imatrix->chunk_count > 0) {
+      md.set_last("quantize.imatrix.chunks_count",
+                  Value::scalar(static_cast<uint32_t>(imatrix->chunk_count)));
+    }
   }
   return md;
 }
@@ -36,7 +45,7 @@ Expected<QuantizeResult> quantize_file(const std::string& input_path, const std:
 
   std::vector<TensorSpec> specs;
   for (const TensorPlan& p : result.plan.tensors) specs.push_back({p.tensor->name, p.to, p.tensor->ne});
-  Metadata md = quantized_metadata(input, options, imatrix_path, imatrix ? imatrix->weights.size() : 0);
+  Metadata md = quantized_metadata(input, options, imatrix, imatrix_path);
   MTP_ASSIGN_OR_RETURN(GgufWriter writer, GgufWriter::create(output_path, md, specs));
 
   Timer timer;
@@ -53,6 +62,12 @@ Expected<QuantizeResult> quantize_file(const std::string& input_path, const std:
         }
         weights = it->second.data();
       }
+    }
+    if (weights == nullptr && p.to != p.tensor->type &&
+        requires_imatrix(p.tensor->name, p.to, options.target.file_type)) {
+      return invalid_argument("tensor '", p.tensor->name,
+                              "': the importance matrix has no entry for it, and ", options.target.name,
+                              " needs one for its ", type_name(p.to), " tensors");
     }
     MTP_RETURN_IF_ERROR(stream_tensor(writer, input, *p.tensor, p.to, pool, weights, &progress));
   }

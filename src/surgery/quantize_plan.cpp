@@ -21,6 +21,7 @@ enum Ftype : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ8_0 = 7,
+  kQ2_K = 10,
   kQ3_K_S = 11,
   kQ3_K_M = 12,
   kQ3_K_L = 13,
@@ -29,6 +30,7 @@ enum Ftype : uint32_t {
   kQ5_K_S = 16,
   kQ5_K_M = 17,
   kQ6_K = 18,
+  kQ2_K_S = 21,
   kIQ4_NL = 25,
   kIQ4_XS = 30,
   kBF16 = 32,
@@ -156,6 +158,11 @@ class Planner {
     const GgmlType wanted = type;
     type = llama_type_fallback(wanted, t.ne[0]);
     if (type != wanted) *reason = str_cat("fallback from ", type_name(wanted), ": row of ", t.ne[0]);
+    if (!opt_.has_imatrix && requires_imatrix(t.name, type, opt_.target.file_type)) {
+      return invalid_argument("tensor '", t.name,
+                              "': Q2_K_S needs an importance matrix (--imatrix FILE), as ",
+                              "llama-quantize does; Q2_K does not");
+    }
     if (!type_traits(type).computable) {
       const GgmlType ours = computable_fallback(type, t.ne[0]);
       *reason += str_cat("; llama-quantize would write ", type_name(type), ", not implemented here");
@@ -191,7 +198,11 @@ class Planner {
     } else if (cat == Category::kTokenEmbd) {
       // No rule for the supported targets: the default type.
     } else if (is_attn_v_like(cat)) {
-      if (ft == kQ3_K_M)
+      if (ft == kQ2_K)
+        set(m_.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K, "attn_v-like, Q2_K");
+      else if (ft == kQ2_K_S && m_.n_gqa >= 4)
+        set(GgmlType::Q4_K, "attn_v-like, Q2_K_S, n_gqa >= 4");
+      else if (ft == kQ3_K_M)
         set(i_attention_wv_ < 2 ? GgmlType::Q5_K : GgmlType::Q4_K, "attn_v-like, Q3_K_M");
       else if (ft == kQ3_K_L)
         set(GgmlType::Q5_K, "attn_v-like, Q3_K_L");
@@ -215,7 +226,11 @@ class Planner {
         }
         i_layer = *b;
       }
-      if (ft == kQ3_K_M) {
+      if (ft == kQ2_K) {
+        set(GgmlType::Q3_K, "ffn_down, Q2_K");
+      } else if (ft == kQ2_K_S) {
+        if (i_layer < n_layer / 8) set(GgmlType::Q4_K, "ffn_down, first eighth of layers");
+      } else if (ft == kQ3_K_M) {
         if (i_layer < n_layer / 16)
           set(GgmlType::Q5_K, "ffn_down, first sixteenth of layers");
         else if (!falcon || use_more_bits(i_layer, n_layer))
@@ -235,12 +250,14 @@ class Planner {
       }
       ++i_ffn_down_;
     } else if (cat == Category::kAttnOutput) {
-      const bool q5k_with_8_experts =
-          ft == kQ3_K_S || ft == kQ3_K_M || ft == kIQ4_NL || ft == kQ4_K_S || ft == kQ4_K_M || ft == kIQ4_XS;
+      const bool q5k_with_8_experts = ft == kQ2_K || ft == kQ3_K_S || ft == kQ3_K_M || ft == kIQ4_NL ||
+                                      ft == kQ4_K_S || ft == kQ4_K_M || ft == kIQ4_XS;
       if (falcon) {
         if (ft == kQ3_K_L) set(GgmlType::Q4_K, "attn_output, Q3_K_L");
       } else if (m_.n_expert == 8) {
         if (q5k_with_8_experts) set(GgmlType::Q5_K, "attn_output, 8 experts");
+      } else if (ft == kQ2_K) {
+        set(GgmlType::Q3_K, "attn_output, Q2_K");
       } else if (ft == kQ3_K_M) {
         set(GgmlType::Q4_K, "attn_output, Q3_K_M");
       } else if (ft == kQ3_K_L) {
@@ -320,6 +337,8 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
   static const Known kKnown[] = {
       {"Q8_0", kQ8_0, GgmlType::Q8_0},
       {"Q4_0", kQ4_0, GgmlType::Q4_0},
+      {"Q2_K", kQ2_K, GgmlType::Q2_K},
+      {"Q2_K_S", kQ2_K_S, GgmlType::Q2_K},
       {"Q3_K", kQ3_K_M, GgmlType::Q3_K},
       {"Q3_K_M", kQ3_K_M, GgmlType::Q3_K},
       {"Q3_K_S", kQ3_K_S, GgmlType::Q3_K},
@@ -345,10 +364,10 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
   for (const Known& k : kKnown) {
     if (u == k.name || (is_number && number == k.ftype)) return QuantizeTarget{k.name, k.ftype, k.type};
   }
-  return invalid_argument(
-      "unknown quantization type '", text,
-      "' (supported: Q8_0 Q4_0 Q3_K Q3_K_S Q3_K_M Q3_K_L Q4_K Q4_K_S Q4_K_M Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL "
-      "IQ4_XS MXFP4_MOE F16 BF16 F32)");
+  return invalid_argument("unknown quantization type '", text,
+                          "' (supported: Q8_0 Q4_0 Q2_K Q2_K_S Q3_K Q3_K_S Q3_K_M Q3_K_L Q4_K Q4_K_S Q4_K_M "
+                          "Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL "
+                          "IQ4_XS MXFP4_MOE F16 BF16 F32)");
 }
 
 Expected<TensorTypeOverride> parse_tensor_type_override(const std::string& text) {
@@ -365,6 +384,11 @@ Expected<TensorTypeOverride> parse_tensor_type_override(const std::string& text)
   } catch (const std::regex_error& e) {
     return invalid_argument("--tensor-type '", text, "': bad regular expression: ", e.what());
   }
+}
+
+bool requires_imatrix(const std::string& name, GgmlType to, uint32_t file_type) {
+  const Category c = category_of(name);
+  return to == GgmlType::Q2_K && file_type == kQ2_K_S && c != Category::kTokenEmbd && c != Category::kOutput;
 }
 
 bool llama_tensor_order_less(const std::string& a, const std::string& b) {

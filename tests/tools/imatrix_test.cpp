@@ -62,5 +62,33 @@ TEST(Imatrix, LegacyTruncatedValuesAreAnError) {
   EXPECT_NE(m.status().message().find("bad value count 4"), std::string::npos) << m.status().message();
 }
 
+// The legacy trailer (chunk count, dataset name) as llama.cpp reads it: the count alone, a name up to its
+// first NUL, and nothing at all are each accepted.
+TEST(Imatrix, LegacyTrailerGivesChunksAndDataset) {
+  TempDir dir;
+  std::vector<uint8_t> entry = {1, 0, 0, 0, 1, 0, 0, 0, 'w', 2, 0, 0, 0, 1, 0, 0, 0};
+  const std::vector<uint8_t> value = f32_bytes({6});
+  entry.insert(entry.end(), value.begin(), value.end());
+  struct Case {
+    std::vector<uint8_t> trailer;
+    int64_t chunks;
+    std::string dataset;
+  };
+  const Case kCases[] = {{{}, 0, ""},
+                         {{7, 0, 0, 0}, 7, ""},
+                         {{9, 1, 0, 0, 5, 0, 0, 0, 'w', 'i', 'k', 'i', '!'}, 265, "wiki!"},
+                         {{3, 0, 0, 0, 4, 0, 0, 0, 'a', 0, 'b', 'c'}, 3, "a"}};
+  for (const Case& c : kCases) {
+    std::vector<uint8_t> bytes = entry;
+    bytes.insert(bytes.end(), c.trailer.begin(), c.trailer.end());
+    testing::write_bytes(dir.file("t.dat"), bytes);
+    auto m = load_imatrix(dir.file("t.dat"));
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_EQ(m->weights.at("w"), std::vector<float>{3});  // divided by ncall 2
+    EXPECT_EQ(m->chunk_count, c.chunks);
+    EXPECT_EQ(m->dataset, c.dataset);
+  }
+}
+
 }  // namespace
 }  // namespace mtp::surgery

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -135,6 +136,99 @@ TEST(QuantizePlan, Q3KMixturesFollowLlamaQuantize) {
   }
 }
 
+// llama-quantize's Q2_K and Q2_K_S rules on the policy model (4 experts, n_gqa 8, block_count 9): Q2_K gives
+// attn_v-like tensors Q4_K (n_gqa >= 4), ffn_down and attn_output Q3_K; Q2_K_S gives attn_v-like Q4_K and the
+// first block_count / 8 layers' ffn_down Q4_K, and needs an imatrix for the Q2_K tensors.
+TEST(QuantizePlan, Q2KMixturesFollowLlamaQuantize) {
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
+  auto f = GgufFile::open(path);
+  for (const std::string target : {"Q2_K", "Q2_K_S"}) {
+    surgery::QuantizeOptions o;
+    o.target = *surgery::parse_quantize_target(target);
+    o.has_imatrix = target == "Q2_K_S";
+    auto plan = surgery::plan_quantization(*f, o);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    int counted = 0;
+    for (const auto& p : plan->tensors) {
+      const std::string& name = p.tensor->name;
+      GgmlType want = GgmlType::Q2_K;
+      if (surgery::why_not_quantizable(*p.tensor) != nullptr) {
+        want = p.tensor->type;
+      } else if (name == "output.weight") {
+        want = GgmlType::Q6_K;
+      } else if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight")) {
+        want = GgmlType::Q4_K;
+        ++counted;
+      } else if (name.find("ffn_down") != std::string::npos) {
+        if (target == "Q2_K") want = GgmlType::Q3_K;
+        if (target == "Q2_K_S" && name.rfind("blk.0.", 0) == 0) want = GgmlType::Q4_K;
+      } else if (ends_with(name, "attn_output.weight") && target == "Q2_K") {
+        want = GgmlType::Q3_K;
+      }
+      EXPECT_EQ(p.to, want) << target << " " << name << ": got " << type_name(p.to);
+    }
+    EXPECT_GT(counted, 2) << target;
+  }
+  surgery::QuantizeOptions o;
+  o.target = *surgery::parse_quantize_target("q2_k_s");
+  auto refused = surgery::plan_quantization(*f, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("Q2_K_S needs an importance matrix"), std::string::npos)
+      << refused.status().message();
+}
+
+// A legacy imatrix with weights 1 for every matrix of `path` that may be quantized except `skip`, and the
+// trailer (chunk count 12, dataset "calib.txt").
+void write_legacy_imatrix(const std::string& path, const std::string& out, const std::string& skip) {
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.ok());
+  std::vector<uint8_t> bytes(4);
+  auto put_i32 = [&](int32_t v) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&v);
+    bytes.insert(bytes.end(), b, b + 4);
+  };
+  int32_t n = 0;
+  for (const TensorInfo& t : f->tensors()) {
+    if (surgery::why_not_quantizable(t) != nullptr || t.name == skip) continue;
+    put_i32(static_cast<int32_t>(t.name.size()));
+    bytes.insert(bytes.end(), t.name.begin(), t.name.end());
+    const int32_t nval = static_cast<int32_t>(t.ne[0] * t.ne[2]);
+    put_i32(1);
+    put_i32(nval);
+    for (int32_t i = 0; i < nval; ++i) put_i32(0x3f800000);  // 1.0f
+    ++n;
+  }
+  std::memcpy(bytes.data(), &n, 4);
+  put_i32(12);
+  put_i32(9);
+  bytes.insert(bytes.end(), {'c', 'a', 'l', 'i', 'b', '.', 't', 'x', 't'});
+  testing::write_bytes(out, bytes);
+}
+
+// Q2_K_S with an importance matrix: every Q2_K tensor needs its entry (llama-quantize stops on the first one
+// without), and the output names the imatrix's dataset and chunk count as llama-quantize does.
+TEST(Quantize, Q2KSNeedsAnImatrixEntryPerQ2KTensor) {
+  TempDir dir;
+  const std::string in = synth_file(dir, "p.gguf", policy_model(GgmlType::F32));
+  write_legacy_imatrix(in, dir.file("partial.dat"), "blk.3.ffn_up_exps.weight");
+  auto r = testing::run_mtp(
+      "quantize " + in + " " + dir.file("o.gguf") + " Q2_K_S --imatrix " + dir.file("partial.dat"), true);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("blk.3.ffn_up_exps.weight': the importance matrix has no entry"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.gguf")));
+  write_legacy_imatrix(in, dir.file("full.dat"), "");
+  r = testing::run_mtp(
+      "quantize " + in + " " + dir.file("o.gguf") + " Q2_K_S --imatrix " + dir.file("full.dat"), true);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto out = GgufFile::open(dir.file("o.gguf"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->find_tensor("blk.3.ffn_up_exps.weight")->type, GgmlType::Q2_K);
+  EXPECT_EQ(*out->metadata().get_string("quantize.imatrix.dataset"), "calib.txt");
+  EXPECT_EQ(*out->metadata().get_integer("quantize.imatrix.chunks_count"), 12);
+}
+
 // llama-quantize's MXFP4_MOE: expert stacks (a third dimension) in MXFP4, every other quantizable matrix
 // (output.weight and token_embd.weight too) in Q8_0.
 TEST(QuantizePlan, Mxfp4MoeExpertStacksOnly) {
@@ -182,7 +276,8 @@ TEST(QuantizePlan, OverridesAndTargets) {
   EXPECT_EQ(surgery::parse_quantize_target("18")->default_type, GgmlType::Q6_K);
   EXPECT_EQ(surgery::parse_quantize_target("Q4_K")->file_type, 15u);  // Q4_K_M, as llama-quantize
   EXPECT_EQ(surgery::parse_quantize_target("q3_k")->file_type, 12u);  // Q3_K_M, as llama-quantize
-  EXPECT_FALSE(surgery::parse_quantize_target("Q2_K").ok());
+  EXPECT_EQ(surgery::parse_quantize_target("q2_k")->file_type, 10u);
+  EXPECT_FALSE(surgery::parse_quantize_target("IQ2_XXS").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_(=q8_0").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down=q9").ok());
@@ -261,9 +356,16 @@ TEST(Quantize, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_NE(r.output.find("blk.4.nextn.eh_proj.weight"), std::string::npos);
   EXPECT_NE(r.output.find("total: 96 tensors"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
-  EXPECT_EQ(
-      testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type Q2_K").exit_code,
-      2);
+  EXPECT_EQ(testing::run_mtp("quantize tests/data/example.gguf " + dir.file("x.gguf") + " --type IQ2_XXS")
+                .exit_code,
+            2);
+  // Q2_K_S without an importance matrix: one line, nothing written.
+  r = testing::run_mtp("quantize " + synth_file(dir, "p.gguf", policy_model(GgmlType::F32)) + " " +
+                           dir.file("x.gguf") + " --type Q2_K_S",
+                       true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("Q2_K_S needs an importance matrix"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
   EXPECT_EQ(
       testing::run_mtp("quantize tests/data/example.gguf tests/data/example.gguf --type Q8_0").exit_code, 2);
   // A dry run checks the importance matrix too; the type is given once, positionally or by --type.

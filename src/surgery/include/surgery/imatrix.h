@@ -13,7 +13,8 @@ namespace mtp::surgery {
 struct Imatrix {
   // Per tensor name: n_mat vectors of ne[0] weights back to back (one per expert matrix of a 3-D tensor).
   std::unordered_map<std::string, std::vector<float>> weights;
-  std::string dataset;
+  std::string dataset;      // the first dataset named, or empty
+  int64_t chunk_count = 0;  // chunks it was computed on, where the file says (0: not said)
 };
 
 Expected<Imatrix> load_imatrix(const std::string& path);

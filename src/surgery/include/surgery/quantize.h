@@ -16,9 +16,10 @@ struct QuantizeResult {
 };
 
 // The output's metadata: the input's keys in order, then general.quantization_version and general.file_type
-// moved to the end (as llama-quantize does), split keys removed, imatrix provenance added when one is used.
-Metadata quantized_metadata(const GgufFile& input, const QuantizeOptions& options,
-                            const std::string& imatrix_path, size_t imatrix_entries);
+// moved to the end (as llama-quantize does), split keys removed, imatrix provenance added when one is used
+// (its path, first dataset, entry count and chunk count, as llama-quantize writes them).
+Metadata quantized_metadata(const GgufFile& input, const QuantizeOptions& options, const Imatrix* imatrix,
+                            const std::string& imatrix_path);
 
 Expected<QuantizeResult> quantize_file(const std::string& input_path, const std::string& output_path,
                                        const QuantizeOptions& options, const Imatrix* imatrix,

@@ -66,6 +66,11 @@ const char* why_not_quantizable(const TensorInfo& tensor, bool leave_output = fa
 
 // Orders tensor names the way llama.cpp's weights map does: parse "blk.N." (-1 when absent), sort by N, then
 // by byte-wise name.
+// llama-quantize's tensor_requires_imatrix: whether a tensor planned as `to` in a file of `file_type` must
+// have importance weights. Of the types mtp.cpp writes, only Q2_K in a Q2_K_S file (not the token embedding
+// or the output matrix) does.
+bool requires_imatrix(const std::string& name, GgmlType to, uint32_t file_type);
+
 bool llama_tensor_order_less(const std::string& a, const std::string& b);
 
 Expected<QuantizePlan> plan_quantization(const GgufFile& input, const QuantizeOptions& options);
