@@ -1,13 +1,14 @@
-// The AVX2 packed-tile kernel shared by the K-quants whose super-block is 16 sub-blocks of 16 under signed
-// scales (Q6_K and Q3_K; kernels/pack.h has their tile layouts): 16 weight rows of a packed matrix against
-// any number of activation rows, in the canonical order of avx2_k16_row.h, so a packed matrix gives the row
-// kernel's bits. A PackedFormat gives, for the super-block header hdr of a tile (its bytes are
-// kPackedSbBytes, the prefetches run kPrefetchLines lines a chunk, 16 chunks a super-block):
-//   kOffsetShift: log2 of the format's offset (q = u - 2^kOffsetShift);
+// The AVX2 packed-tile kernel shared by the K-quants whose super-block is 16 sub-blocks of 16 (Q6_K and Q3_K
+// under signed scales, Q2_K under unsigned scales and mins; kernels/pack.h has their tile layouts): 16 weight
+// rows of a packed matrix against any number of activation rows, in the canonical order of avx2_k16_row.h, so
+// a packed matrix gives the row kernel's bits. A PackedFormat gives, for the super-block header hdr of a tile
+// (its bytes are kPackedSbBytes, the prefetches run kPrefetchLines lines a chunk, 16 chunks a super-block):
+//   kHasMins; without mins kOffsetShift: log2 of the format's offset (q = u - 2^kOffsetShift);
 //   __m256i scale(hdr, h, s): sub-block s's scales of rows 8h..8h+7 as int32 lanes;
 //   __m256i values(hdr, j, g, h): the unsigned values of elements 32 (j % 4) + 4g .. + 3 of chunk j of the
 //     super-block (sub-block 2j for g < 4, 2j + 1 after) for rows 8h..8h+7, 4 bytes a row;
-//   __m256 d(hdr, h): the super-block scales of rows 8h..8h+7.
+//   __m256 d(hdr, h): the super-block scales of rows 8h..8h+7;
+//   with mins also __m256i min(hdr, h, s) (as scale) and __m256 dmin(hdr, h) (as d).
 #pragma once
 
 #include <cstdint>
@@ -74,23 +75,37 @@ struct K16VnniSums {
   }
 };
 
+// The int16 pairs (a_s, a_s+1) of each lane for s = 0, 2, .., 14 (against the bsums' own pairs) from the
+// int32 lanes of 16 per-sub-block values.
+MTP_TARGET_AVX2 inline void k16_bsum_pairs(const __m256i* v, __m256i* pairs) {
+  const __m256i lo = _mm256_set1_epi32(0xFFFF);
+  for (int k = 0; k < 8; ++k)
+    pairs[k] = _mm256_or_si256(_mm256_and_si256(v[2 * k], lo), _mm256_slli_epi32(v[2 * k + 1], 16));
+}
+
 // One pass: adds NR activation rows' sums to acc[16 r + o], half h (rows 8h..8h+7) of a tile at a time.
 template <class F, class Sums, int NR>
 MTP_TARGET_AVX2 void k16_packed_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout& l,
                                      float* acc) {
   const uint8_t* xs[NR];
   for (int r = 0; r < NR; ++r) xs[r] = act_sq_bytes(x[r], l);
+  alignas(32) float accm[16 * NR] = {};  // the min sums (formats with mins)
   for (int64_t sb = 0; sb < l.nb; ++sb) {
     const uint8_t* hdr = tile + sb * F::kPackedSbBytes;
     for (int h = 0; h < 2; ++h) {
-      // Per sub-block s: (sc_s, sc_s) for the products, and (sc_2k, sc_2k+1) for the bsums' correction.
-      __m256i sc_pair[16], bs_pair[8];
-      const __m256i lo = _mm256_set1_epi32(0xFFFF);
-      for (int s = 0; s < 16; s += 2) {
-        const __m256i a = F::scale(hdr, h, s), b = F::scale(hdr, h, s + 1);
-        sc_pair[s] = _mm256_or_si256(_mm256_and_si256(a, lo), _mm256_slli_epi32(a, 16));
-        sc_pair[s + 1] = _mm256_or_si256(_mm256_and_si256(b, lo), _mm256_slli_epi32(b, 16));
-        bs_pair[s / 2] = _mm256_or_si256(_mm256_and_si256(a, lo), _mm256_slli_epi32(b, 16));
+      // Per sub-block s: (sc_s, sc_s) for the products; (sc_2k, sc_2k+1), or the mins' pairs, for the bsums.
+      __m256i sc[16], sc_pair[16], bs_pair[8];
+      for (int s = 0; s < 16; ++s) {
+        sc[s] = F::scale(hdr, h, s);
+        sc_pair[s] =
+            _mm256_or_si256(_mm256_and_si256(sc[s], _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc[s], 16));
+      }
+      if constexpr (F::kHasMins) {
+        __m256i mn[16];
+        for (int s = 0; s < 16; ++s) mn[s] = F::min(hdr, h, s);
+        k16_bsum_pairs(mn, bs_pair);
+      } else {
+        k16_bsum_pairs(sc, bs_pair);
       }
       __m256i isum[NR];
       for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
@@ -101,13 +116,23 @@ MTP_TARGET_AVX2 void k16_packed_pass(const uint8_t* tile, const uint8_t* const* 
       const __m256 d = F::d(hdr, h);
       for (int r = 0; r < NR; ++r) {
         const __m256i corr = k16_scale_sums(bs_pair, act_bsums(x[r], l) + 16 * sb);
-        const __m256i total = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(corr, F::kOffsetShift));
-        float* a = acc + 16 * r + 8 * h;
         const __m256 xd = _mm256_set1_ps(act_d(x[r], l)[sb]);
+        __m256i total = isum[r];
+        if constexpr (F::kHasMins) {
+          float* am = accm + 16 * r + 8 * h;
+          _mm256_store_ps(am, _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(F::dmin(hdr, h), xd),
+                                              _mm256_load_ps(am)));
+        } else {
+          total = _mm256_sub_epi32(total, _mm256_slli_epi32(corr, F::kOffsetShift));
+        }
+        float* a = acc + 16 * r + 8 * h;
         _mm256_store_ps(a,
                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, xd), _mm256_load_ps(a)));
       }
     }
+  }
+  if constexpr (F::kHasMins) {
+    for (int i = 0; i < 16 * NR; ++i) acc[i] -= accm[i];
   }
 }
 

@@ -173,6 +173,7 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
   s.dot[static_cast<int>(GgmlType::Q2_K)] = avx2_q2k_rows();
+  s.packed[static_cast<int>(GgmlType::Q2_K)] = avx2_q2k_packed();
   s.dot[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_rows();
   s.packed[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_packed();
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);

@@ -73,6 +73,7 @@ struct Q3kPacked {
   static constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ3_K));
   static constexpr int64_t kHmaskOffset = 224, kQsOffset = 224 + 512;
   static constexpr int kPrefetchLines = 2;  // 16 chunks x 2 lines >= 1760 bytes
+  static constexpr bool kHasMins = false;
   static constexpr int kOffsetShift = 2;
   // Scale s of rows 8h..8h+7: its low four bits are byte s % 8 of the low words (the high nibble for s >= 8),
   // its high two bits bits 2 (s / 4) of byte s % 4 of word 2.

@@ -79,6 +79,7 @@ struct Q6kFormat {
 struct Q6kPacked {
   static constexpr int64_t kPackedSbBytes = 16 * kSbBytes;
   static constexpr int kPrefetchLines = 4;  // 16 chunks x 4 lines >= 3360 bytes
+  static constexpr bool kHasMins = false;
   static constexpr int kOffsetShift = 5;
   T2 static __m256i scale(const uint8_t* hdr, int h, int s) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * s + 8 * h)));

@@ -274,7 +274,8 @@ KernelSet make_set() {
   // Q3_K: the AVX2 row kernel and the packed AVX-512 kernel that gives its bits (matmul_avx512_q6k.cpp).
   s.dot[static_cast<int>(GgmlType::Q3_K)] = avx2_q3k_rows();
   s.packed[static_cast<int>(GgmlType::Q3_K)] = avx512_q3k_packed();
-  s.dot[static_cast<int>(GgmlType::Q2_K)] = avx2_q2k_rows();  // the AVX2 row kernel; no packed layout yet
+  s.dot[static_cast<int>(GgmlType::Q2_K)] = avx2_q2k_rows();  // likewise (the same file)
+  s.packed[static_cast<int>(GgmlType::Q2_K)] = avx512_q2k_packed();
   s.dot[static_cast<int>(GgmlType::Q4_K)] = avx2_k45_rows(false);
   s.packed[static_cast<int>(GgmlType::Q4_K)] = avx512_k45_packed(false);
   s.dot[static_cast<int>(GgmlType::Q5_K)] = avx2_k45_rows(true);

@@ -1,8 +1,9 @@
-// AVX-512 VNNI kernels for Q6_K and Q3_K weights over packed tiles (kernels/pack.h): the shared 16-sub-block
-// pass of avx512_k16_packed.h with each format's decoding. They follow the canonical order of the AVX2
-// kernels (matmul_avx2_q6k.cpp, matmul_avx2_q3k.cpp: the unsigned values' products and the bsums' correction
-// summed exactly per super-block, then one fma), whose row kernels are this level's kernels for matrices in
-// the row format, so both layouts, and both levels, give the same bits.
+// AVX-512 VNNI kernels for Q6_K, Q3_K and Q2_K weights over packed tiles (kernels/pack.h): the shared
+// 16-sub-block pass of avx512_k16_packed.h with each format's decoding. They follow the canonical order of
+// the AVX2 kernels (matmul_avx2_q6k.cpp, matmul_avx2_q3k.cpp, matmul_avx2_q2k.cpp: the unsigned values'
+// products and the bsums' correction, or Q2_K's min sums, summed exactly per super-block, then one fma each),
+// whose row kernels are this level's kernels for matrices in the row format, so both layouts, and both
+// levels, give the same bits.
 #include <cstring>
 
 #include "avx512_k16_packed.h"
@@ -36,6 +37,7 @@ T512 inline __m512i six_bits(__m512i ql, __m512i qh, int i) {
 struct Q6kPacked {
   static constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ6_K));
   static constexpr int kPrefetchLines = 7;  // 8 chunks x 7 lines >= 3360 bytes
+  static constexpr bool kHasMins = false;
   static constexpr int kOffsetShift = 5;
   T512 static __m512i scale(const uint8_t* hdr, int s) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 + 16 * s)));
@@ -58,6 +60,7 @@ struct Q3kPacked {
   static constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ3_K));
   static constexpr int64_t kHmaskOffset = 224, kQsOffset = 224 + 512;
   static constexpr int kPrefetchLines = 4;  // 8 chunks x 4 lines >= 1760 bytes
+  static constexpr bool kHasMins = false;
   static constexpr int kOffsetShift = 2;
   // Scale s (quant/blocks.h's unpack_q3_k_scale, minus 32): its low four bits are byte s % 8 of the low
   // words (the high nibble for s >= 8), its high two bits bits 2 (s / 4) of byte s % 4 of word 2.
@@ -83,8 +86,38 @@ struct Q3kPacked {
   }
 };
 
+// Per super-block of a tile (pack.h): d and dmin of the 16 rows, their four scale words (bytes 4w..4w+3 of
+// each row's scales), then 8 lines of qs per half. Byte s % 4 of word s / 4 holds scale s (low nibble) and
+// min s (high nibble) of the lane's row.
+struct Q2kPacked {
+  static constexpr int64_t kPackedSbBytes = 16 * static_cast<int64_t>(sizeof(BlockQ2_K));
+  static constexpr int64_t kQsOffset = 320;
+  static constexpr int kPrefetchLines = 3;  // 8 chunks x 3 lines >= 1344 bytes
+  static constexpr bool kHasMins = true;
+  T512 static __m512i nibble(const uint8_t* hdr, int s, int high) {
+    const __m512i word = _mm512_loadu_si512(hdr + 64 + 64 * (s >> 2));
+    return _mm512_and_si512(_mm512_srli_epi32(word, 8 * (s & 3) + 4 * high), _mm512_set1_epi32(0x0F));
+  }
+  T512 static __m512i scale(const uint8_t* hdr, int s) { return nibble(hdr, s, 0); }
+  T512 static __m512i min(const uint8_t* hdr, int s) { return nibble(hdr, s, 1); }
+  // Chunk j = 4H + i, line g: bits 2i, 2i + 1 of the qs line of half H.
+  T512 static __m512i values(const uint8_t* hdr, int j, int g) {
+    const __m512i qs = _mm512_loadu_si512(hdr + kQsOffset + 512 * (j >> 2) + 64 * g);
+    return _mm512_and_si512(_mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * (j & 3))), _mm512_set1_epi8(3));
+  }
+  T512 static __m512 d(const uint8_t* hdr) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr)));
+  }
+  T512 static __m512 dmin(const uint8_t* hdr) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 32)));
+  }
+};
+
 }  // namespace
 
+TileFn avx512_q2k_packed() {
+  return k16_packed512<Q2kPacked>;
+}
 TileFn avx512_q6k_packed() {
   return k16_packed512<Q6kPacked>;
 }
@@ -94,6 +127,9 @@ TileFn avx512_q3k_packed() {
 
 #else
 
+TileFn avx512_q2k_packed() {
+  return nullptr;
+}
 TileFn avx512_q6k_packed() {
   return nullptr;
 }

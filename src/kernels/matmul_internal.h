@@ -117,6 +117,7 @@ TileFn avx2_mxfp4_packed();
 TileFn avx2_mxfp4_tile();
 // matmul_avx2_q2k.cpp (nullptr where not compiled).
 RowDotFn avx2_q2k_rows();
+TileFn avx2_q2k_packed();
 // matmul_avx2_q3k.cpp (nullptr where not compiled).
 RowDotFn avx2_q3k_rows();
 TileFn avx2_q3k_packed();
@@ -127,8 +128,9 @@ TileFn avx2_q6k_packed();
 TileFn avx512_k45_packed(bool five);
 // matmul_avx512_q6k.cpp (nullptr where not compiled): follows the order of avx2_q6k_rows.
 TileFn avx512_q6k_packed();
-// matmul_avx512_q6k.cpp too: follows the order of avx2_q3k_rows.
+// matmul_avx512_q6k.cpp too: follow the orders of avx2_q3k_rows and avx2_q2k_rows.
 TileFn avx512_q3k_packed();
+TileFn avx512_q2k_packed();
 // matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernels and their row-format wrappers.
 TileFn avx512_q8_0_packed();
 TileFn avx512_q8_0_tile();

@@ -37,6 +37,11 @@ constexpr int64_t kQ3KBlockBytes = sizeof(BlockQ3_K);
 constexpr int64_t kQ3KHeaderBytes = 224;
 constexpr int64_t kQ3KPieceBytes = 512;
 
+// Q2_K: per super-block of a tile a 320-byte header, then 2 x 512 bytes of qs.
+constexpr int64_t kQ2KBlockBytes = sizeof(BlockQ2_K);
+constexpr int64_t kQ2KHeaderBytes = 320;
+constexpr int64_t kQ2KPieceBytes = 512;
+
 // The pieces of row o (of a tile of `type` rows with nb blocks each): move<bytes>(tile_offset, row_offset)
 // for every piece. The sizes are compile-time constants so the copies inline to single moves (packing
 // streams the whole model once at load).
@@ -94,6 +99,20 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
     }
     return;
   }
+  if (type == GgmlType::Q2_K) {
+    for (int64_t sb = 0; sb < nb; ++sb) {
+      const int64_t h = sb * kPackRows * kQ2KBlockBytes, from = sb * kQ2KBlockBytes;
+      move.template operator()<2>(h + 2 * o, from + offsetof(BlockQ2_K, d));
+      move.template operator()<2>(h + 32 + 2 * o, from + offsetof(BlockQ2_K, dmin));
+      for (int64_t w = 0; w < 4; ++w)
+        move.template operator()<4>(h + 64 + 64 * w + 4 * o, from + offsetof(BlockQ2_K, scales) + 4 * w);
+      for (int64_t g = 0; g < 8; ++g)
+        for (int64_t half = 0; half < 2; ++half)
+          move.template operator()<4>(h + kQ2KHeaderBytes + half * kQ2KPieceBytes + 64 * g + 4 * o,
+                                      from + offsetof(BlockQ2_K, qs) + 32 * half + 4 * g);
+    }
+    return;
+  }
   if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
     const bool five = type == GgmlType::Q5_K;
     const int64_t block = five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
@@ -130,7 +149,7 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
 bool is_packable_type(GgmlType type) {
   return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
          type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q3_K ||
-         type == GgmlType::MXFP4;
+         type == GgmlType::Q2_K || type == GgmlType::MXFP4;
 }
 
 // Elements per block: 32 for Q8_0 and MXFP4, 256 for the super-block types.

@@ -37,8 +37,8 @@ Packed pack(const MatrixView& w) {
 
 TEST(Pack, OnlyWholeTilesOfPackableTypes) {
   const std::vector<float> v = test::make_values(Pattern::kGaussian, 32, 512, 1);
-  for (GgmlType type : {GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q3_K, GgmlType::Q4_K,
-                        GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const test::QuantMatrix a = test::make_matrix(type, v, 512, 32);
     EXPECT_TRUE(kernels::can_pack(a.view()));
     EXPECT_FALSE(kernels::can_pack(MatrixView::contiguous(type, a.bytes.data(), 512, 24)));
@@ -161,8 +161,8 @@ TEST_P(PackTypes, ThreadsAndExpertStacks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackTypes,
-                         ::testing::Values(GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q3_K,
-                                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
+                         ::testing::Values(GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K,
+                                           GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return std::string(type_name(i.param));
                          });

@@ -54,8 +54,8 @@ struct MatrixView {
   MatrixView stacked_at(int64_t index) const;
 };
 
-// Whether matmul handles weights of this type (F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K, IQ4_XS).
+// Whether matmul handles weights of this type (F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_XS).
 bool is_matmul_supported(GgmlType type);
 
 enum class ActFormat : int { kF32 = 0, kQ8_0 = 1, kQ8_K = 2 };

@@ -46,6 +46,11 @@
 //   qs[H]       512 bytes, H = 0, 1 (elements 128H..128H+127): 8 lines of 64 bytes; in line g, bytes
 //               4o..4o+3 are row o's qs[32H+4g..32H+4g+3]
 // A line of hmask and one of qs[H] give elements 4g..4g+3 of each 32-element chunk of half H for 16 rows.
+//
+// Q2_K, nb super-blocks of 256 per row; super-block sb of a tile is 16 * 84 bytes from sb * 1344:
+//   header      320 bytes: d[16] (fp16) | dmin[16] (fp16) | scales bytes 0-3 [16] | 4-7 [16] | 8-11 [16] |
+//               12-15 [16]
+//   qs[H]       512 bytes, H = 0, 1: as Q3_K's qs[H]
 #pragma once
 
 #include <cstdint>
@@ -60,8 +65,8 @@ inline constexpr int64_t kPackRows = 16;
 // matrix still works (unpacked tile by tile) but is slower than the row format.
 bool has_packed_kernel(GgmlType type);
 
-// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, MXFP4, Q3_K, Q4_K, Q5_K or Q6_K matrix with n_out
-// a multiple of kPackRows.
+// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K matrix with
+// n_out a multiple of kPackRows.
 bool can_pack(const MatrixView& w);
 
 // Writes w packed into dst (w.n_out * w.row_bytes bytes, not overlapping w) and returns the view of dst.
