@@ -36,6 +36,9 @@ bool is_matmul_supported(GgmlType type) {
     case GgmlType::BF16:
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::IQ4_NL:
     case GgmlType::MXFP4:
     case GgmlType::Q2_K:
@@ -58,6 +61,9 @@ ActFormat act_format(GgmlType weight_type) {
       return ActFormat::kF32;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::IQ4_NL:
     case GgmlType::MXFP4:
       return ActFormat::kQ8_0;

@@ -61,11 +61,45 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 
 // ---- 32-element block types with Q8_0 activations ----
 
+constexpr int8_t kU4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// A block's decoder: kBytes, kMin (a second fp16, the min m, follows d: y = d v + m) and vals(block), the 32
+// levels v as int8.
 template <const int8_t* kTable>
-struct DecNibble32 {
+struct DecNibble32 {  // Q4_0, IQ4_NL
   static constexpr int kBytes = sizeof(BlockQ4_0);
+  static constexpr bool kMin = false;
   T2 static __m256i vals(const uint8_t* blk) {
     return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), kTable);
+  }
+};
+struct DecQ4_1 {
+  static constexpr int kBytes = sizeof(BlockQ4_1);
+  static constexpr bool kMin = true;
+  T2 static __m256i vals(const uint8_t* blk) {
+    return nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4)), kU4Values);
+  }
+};
+
+// The fifth bits of Q5_0 / Q5_1 (the u32 qh, bit j for element j) as 0x10 in byte j.
+T2 inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+template <int kQhOffset, int kOffset>
+struct DecQ5 {  // Q5_0 (kOffset 16), Q5_1 (0, with a min)
+  static constexpr int kBytes = kQhOffset == 2 ? sizeof(BlockQ5_0) : sizeof(BlockQ5_1);
+  static constexpr bool kMin = kOffset == 0;
+  T2 static __m256i vals(const uint8_t* blk) {
+    const __m256i v = _mm256_or_si256(
+        nibbles32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQhOffset + 4)), kU4Values),
+        fifth_bits(blk + kQhOffset));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(kOffset));
   }
 };
 
@@ -79,9 +113,16 @@ T2 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& 
     const __m256i av = _mm256_sign_epi8(v, v);
     const __m256 wd = _mm256_set1_ps(h2f(load_u16(blk)));
     for (int r = 0; r < NR; ++r) {
-      const __m256i p = idot(av, v, loadu256(x[r] + 32 * b));
-      const __m256 s = _mm256_mul_ps(wd, _mm256_loadu_ps(act_dexp(x[r], l) + 8 * b));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[r]);
+      const __m256i q = loadu256(x[r] + 32 * b);
+      const __m256 dx = _mm256_loadu_ps(act_dexp(x[r], l) + 8 * b);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(av, v, q)), _mm256_mul_ps(wd, dx), acc[r]);
+      if constexpr (Dec::kMin) {
+        // m * d_x * (the sum of the activations), four per lane.
+        const __m256i xs =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+        const __m256 wm = _mm256_set1_ps(h2f(load_u16(blk + 2)));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(xs), _mm256_mul_ps(wm, dx), acc[r]);
+      }
     }
   }
   for (int r = 0; r < NR; ++r) out[r] = hsum256(acc[r]);
@@ -171,6 +212,9 @@ KernelSet make_set() {
   s.packed[static_cast<int>(GgmlType::MXFP4)] = avx2_mxfp4_packed();
   s.tile_min_rows[static_cast<int>(GgmlType::MXFP4)] = 1;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
+  s.dot[static_cast<int>(GgmlType::Q4_1)] = q8_0_rows<DecQ4_1>;
+  s.dot[static_cast<int>(GgmlType::Q5_0)] = q8_0_rows<DecQ5<2, 16>>;
+  s.dot[static_cast<int>(GgmlType::Q5_1)] = q8_0_rows<DecQ5<4, 0>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
   s.dot[static_cast<int>(GgmlType::Q2_K)] = avx2_q2k_rows();
   s.packed[static_cast<int>(GgmlType::Q2_K)] = avx2_q2k_packed();

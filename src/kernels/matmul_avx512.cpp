@@ -74,16 +74,21 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 // ---- 32-element block types, dotted with Q8_0 activations (Q8_0 itself: matmul_avx512_q8_0.cpp) ----
 // vals2: blocks b and b+1 -> 64 int8; vals1: block b in the low half, zeros above.
 
-template <const int8_t* kTable>
-struct DecNibble32 {  // Q4_0, IQ4_NL
-  static constexpr int kBytes = sizeof(BlockQ4_0);
+constexpr int8_t kU4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// A block's decoder: kBytes, kQsOffset, kMin (a second fp16, the min m, follows d: y = d v + m), and the
+// levels v as int8 of blocks b, b+1 (vals2) or of block b in the low half, zeros above (vals1).
+template <const int8_t* kTable, int kBlockBytes = sizeof(BlockQ4_0), int kOffsetQs = 2, bool kHasMin = false>
+struct DecNibble32 {  // Q4_0, IQ4_NL; Q4_1 (levels 0..15, with a min)
+  static constexpr int kBytes = kBlockBytes;
+  static constexpr bool kMin = kHasMin;
   T512 static __m512i vals2(const uint8_t* blk) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + 2));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kOffsetQs));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBytes + kOffsetQs));
     return nibbles64(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), table_of(kTable));
   }
   T512 static __m512i vals1(const uint8_t* blk) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kOffsetQs));
     const __m256i z = _mm256_and_si256(
         _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_srli_epi16(a, 4), 1), _mm256_set1_epi8(0x0F));
     const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
@@ -91,11 +96,41 @@ struct DecNibble32 {  // Q4_0, IQ4_NL
   }
 };
 
-// Lane bound: |sum_4 q w| <= 4 * 127 * 127 < 2^16, exact in float; the block scale is applied in float.
+// Q5_0 (levels - 16) and Q5_1 (levels 0..31, with a min): the nibbles as Q4_1's, the u32 qh's bit j set as
+// 0x10 in byte j of its block (a mask move: bit j of the mask is byte j).
+template <int kQhOffset, int kOffset>
+struct DecQ5 {
+  static constexpr int kBytes = kQhOffset == 2 ? sizeof(BlockQ5_0) : sizeof(BlockQ5_1);
+  static constexpr bool kMin = kOffset == 0;
+  using Nibbles = DecNibble32<kU4Values, kBytes, kQhOffset + 4>;
+  T512 static __m512i with_fifth(__m512i v, __mmask64 bits) {
+    return _mm512_sub_epi8(_mm512_mask_add_epi8(v, bits, v, _mm512_set1_epi8(0x10)),
+                           _mm512_set1_epi8(kOffset));
+  }
+  T512 static __mmask64 qh_bits(const uint8_t* blk) {
+    uint32_t q;
+    std::memcpy(&q, blk + kQhOffset, 4);
+    return q;
+  }
+  T512 static __m512i vals2(const uint8_t* blk) {
+    const __mmask64 bits = qh_bits(blk) | (static_cast<__mmask64>(qh_bits(blk + kBytes)) << 32);
+    return with_fifth(Nibbles::vals2(blk), bits);
+  }
+  T512 static __m512i vals1(const uint8_t* blk) {
+    // Zeros above the block stay zero: the offset only applies to its 32 bytes.
+    const __m512i v = with_fifth(Nibbles::vals1(blk), qh_bits(blk));
+    return _mm512_maskz_mov_epi8(0xFFFFFFFFull, v);
+  }
+};
+
+// Lane bound: |sum_4 q w| <= 4 * 127 * 127 < 2^16, exact in float; the block scale is applied in float. The
+// min formats add m * d_x * (the sum of the activations, four per lane: dpbusd of the offset activations with
+// ones, less 4 * 128).
 template <class Dec, int NR>
 T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
   __m512 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i ones = _mm512_set1_epi8(1);
   const int64_t nb = l.nb;
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
@@ -104,9 +139,15 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
     const __m512 wd = two_halves(h2f(load_u16(blk)), h2f(load_u16(blk + Dec::kBytes)));
     const __m512i corr = corr_of(v);
     for (int r = 0; r < NR; ++r) {
-      const __m512i p = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x[r] + 32 * b), v);
-      const __m512 s = _mm512_mul_ps(wd, _mm512_loadu_ps(act_dexp(x[r], l) + 8 * b));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
+      const __m512i xv = _mm512_loadu_si512(x[r] + 32 * b);
+      const __m512i p = _mm512_dpbusd_epi32(corr, xv, v);
+      const __m512 dx = _mm512_loadu_ps(act_dexp(x[r], l) + 8 * b);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd, dx), acc[r]);
+      if constexpr (Dec::kMin) {
+        const __m512i xs = _mm512_dpbusd_epi32(_mm512_set1_epi32(-512), xv, ones);
+        const __m512 wm = two_halves(h2f(load_u16(blk + 2)), h2f(load_u16(blk + Dec::kBytes + 2)));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(xs), _mm512_mul_ps(wm, dx), acc[r]);
+      }
     }
   }
   if (b < nb) {
@@ -118,8 +159,14 @@ T512 void q8_0_family(const uint8_t* w, const uint8_t* const* x, const ActLayout
       const __m512i xv =
           _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + 32 * b)));
       const __m512i p = _mm512_dpbusd_epi32(corr, xv, v);
-      const __m512 s = _mm512_mul_ps(wd, _mm512_zextps256_ps512(_mm256_loadu_ps(act_dexp(x[r], l) + 8 * b)));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
+      const __m512 dx = _mm512_zextps256_ps512(_mm256_loadu_ps(act_dexp(x[r], l) + 8 * b));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd, dx), acc[r]);
+      if constexpr (Dec::kMin) {
+        const __m512i xs = _mm512_dpbusd_epi32(_mm512_zextsi256_si512(_mm256_set1_epi32(-512)), xv,
+                                               _mm512_zextsi256_si512(_mm256_set1_epi8(1)));
+        const __m512 wm = _mm512_zextps256_ps512(_mm256_set1_ps(h2f(load_u16(blk + 2))));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(xs), _mm512_mul_ps(wm, dx), acc[r]);
+      }
     }
   }
   for (int r = 0; r < NR; ++r) out[r] = hsum512(acc[r]);
@@ -268,6 +315,9 @@ KernelSet make_set() {
   s.tile_min_rows[static_cast<int>(GgmlType::F16)] = 4;
   s.tile_min_rows[static_cast<int>(GgmlType::BF16)] = 4;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = q8_0_rows<DecNibble32<kQ4_0Values>>;
+  s.dot[static_cast<int>(GgmlType::Q4_1)] = q8_0_rows<DecNibble32<kU4Values, sizeof(BlockQ4_1), 4, true>>;
+  s.dot[static_cast<int>(GgmlType::Q5_0)] = q8_0_rows<DecQ5<2, 16>>;
+  s.dot[static_cast<int>(GgmlType::Q5_1)] = q8_0_rows<DecQ5<4, 0>>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = q8_0_rows<DecNibble32<kIq4nlValues>>;
   // Q4_K, Q5_K: the AVX2 row kernel (AVX2 instructions run here too) and the packed AVX-512 kernel that gives
   // its bits (matmul_avx512_q45k.cpp); decode of an 8-layer Q4_K file 1.5-1.8x the row kernels of before.

@@ -54,6 +54,46 @@ float dot_nibble32(const uint8_t* w, const uint8_t* x, const ActLayout& l, const
   return static_cast<float>(sum);
 }
 
+// Q4_1, Q5_0, Q5_1: decode(block, v) gives a block's 32 levels (Q5_0's minus 16), each y = d * v (+ m for the
+// formats with a min): sum over blocks of d_w * d_x * (v . x) (+ m * d_x * (the sum of x)).
+template <typename Block, bool kMin, typename Decode>
+float dot_block32(const uint8_t* w, const uint8_t* x, const ActLayout& l, Decode decode) {
+  const Block* b = reinterpret_cast<const Block*>(w);
+  const float* xd = act_d(x, l);
+  double sum = 0.0;
+  int8_t v[32];
+  for (int64_t i = 0; i < l.nb; ++i) {
+    decode(b[i], v);
+    sum += static_cast<double>(fp16_to_fp32(b[i].d)) * xd[i] * idot32(v, x + i * 32);
+    if constexpr (kMin) {
+      int32_t xsum = 0;
+      for (int j = 0; j < 32; ++j) xsum += act_q(x, i * 32 + j);
+      sum += static_cast<double>(fp16_to_fp32(b[i].m)) * xd[i] * xsum;
+    }
+  }
+  return static_cast<float>(sum);
+}
+
+template <typename Block>
+void q5_levels(const Block& b, int8_t* v, int offset) {
+  for (int j = 0; j < 32; ++j) v[j] = static_cast<int8_t>(q5_level(b.qs, b.qh, j) - offset);
+}
+
+float dot_q4_1(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_block32<BlockQ4_1, true>(w, x, l, [](const BlockQ4_1& b, int8_t* v) {
+    for (int j = 0; j < 16; ++j) {
+      v[j] = static_cast<int8_t>(b.qs[j] & 15);
+      v[j + 16] = static_cast<int8_t>(b.qs[j] >> 4);
+    }
+  });
+}
+float dot_q5_0(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_block32<BlockQ5_0, false>(w, x, l, [](const BlockQ5_0& b, int8_t* v) { q5_levels(b, v, 16); });
+}
+float dot_q5_1(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
+  return dot_block32<BlockQ5_1, true>(w, x, l, [](const BlockQ5_1& b, int8_t* v) { q5_levels(b, v, 0); });
+}
+
 float dot_q8_0(const uint8_t* w, const uint8_t* x, const ActLayout& l) {
   const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(w);
   const float* xd = act_d(x, l);
@@ -242,6 +282,9 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::BF16)] = rows<dot_bf16>;
   s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<dot_q8_0>;
   s.dot[static_cast<int>(GgmlType::Q4_0)] = rows<dot_q4_0>;
+  s.dot[static_cast<int>(GgmlType::Q4_1)] = rows<dot_q4_1>;
+  s.dot[static_cast<int>(GgmlType::Q5_0)] = rows<dot_q5_0>;
+  s.dot[static_cast<int>(GgmlType::Q5_1)] = rows<dot_q5_1>;
   s.dot[static_cast<int>(GgmlType::IQ4_NL)] = rows<dot_iq4_nl>;
   s.dot[static_cast<int>(GgmlType::MXFP4)] = rows<dot_mxfp4>;
   s.dot[static_cast<int>(GgmlType::Q2_K)] = rows<dot_q2_k>;

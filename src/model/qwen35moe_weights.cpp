@@ -36,7 +36,8 @@ const char* expected_types(TensorKind kind) {
     case TensorKind::kConv:
       return "f32, f16 or bf16";
     default:
-      return "a type this build can dequantize (f32 f16 bf16 q8_0 q4_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs mxfp4)";
+      return "a type this build can dequantize (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K "
+             "q6_K iq4_nl iq4_xs mxfp4)";
   }
 }
 

@@ -24,6 +24,33 @@ void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n) {
   }
 }
 
+void dequantize_row_q4_1(const BlockQ4_1* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    const float d = fp16_to_fp32(src[b].d), m = fp16_to_fp32(src[b].m);
+    float* y = dst + b * kQK4_0;
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      y[j] = static_cast<float>(src[b].qs[j] & 0xF) * d + m;
+      y[j + kQK4_0 / 2] = static_cast<float>(src[b].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q5_0(const BlockQ5_0* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    const float d = fp16_to_fp32(src[b].d);
+    float* y = dst + b * kQK4_0;
+    for (int j = 0; j < kQK4_0; ++j) y[j] = static_cast<float>(q5_level(src[b].qs, src[b].qh, j) - 16) * d;
+  }
+}
+
+void dequantize_row_q5_1(const BlockQ5_1* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    const float d = fp16_to_fp32(src[b].d), m = fp16_to_fp32(src[b].m);
+    float* y = dst + b * kQK4_0;
+    for (int j = 0; j < kQK4_0; ++j) y[j] = static_cast<float>(q5_level(src[b].qs, src[b].qh, j)) * d + m;
+  }
+}
+
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK4_NL; ++b) {
     const float d = fp16_to_fp32(src[b].d);

@@ -75,6 +75,9 @@ bool is_quantize_supported(GgmlType type) {
 bool uses_imatrix(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
@@ -115,6 +118,15 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const
       break;
     case GgmlType::Q4_0:
       quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n, imatrix);
+      break;
+    case GgmlType::Q4_1:
+      quantize_row_q4_1(src, static_cast<BlockQ4_1*>(dst), n, imatrix);
+      break;
+    case GgmlType::Q5_0:
+      quantize_row_q5_0(src, static_cast<BlockQ5_0*>(dst), n, imatrix);
+      break;
+    case GgmlType::Q5_1:
+      quantize_row_q5_1(src, static_cast<BlockQ5_1*>(dst), n, imatrix);
       break;
     case GgmlType::Q2_K:
       quantize_row_q2_K(src, static_cast<BlockQ2_K*>(dst), n, imatrix);
@@ -168,6 +180,15 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       break;
     case GgmlType::Q4_0:
       dequantize_row_q4_0(static_cast<const BlockQ4_0*>(src), dst, n);
+      break;
+    case GgmlType::Q4_1:
+      dequantize_row_q4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+      break;
+    case GgmlType::Q5_0:
+      dequantize_row_q5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+      break;
+    case GgmlType::Q5_1:
+      dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n);
       break;
     case GgmlType::Q2_K:
       dequantize_row_q2_K(static_cast<const BlockQ2_K*>(src), dst, n);
@@ -239,9 +260,15 @@ Status validate_row_data(GgmlType type, const void* data, int64_t n_bytes) {
         break;
       case GgmlType::Q8_0:
       case GgmlType::Q4_0:
+      case GgmlType::Q5_0:
       case GgmlType::IQ4_NL:
       case GgmlType::IQ4_XS:
         if (bad_half(half_at(b, 0))) return fail(b, "scale d");
+        break;
+      case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
+        if (bad_half(half_at(b, 0))) return fail(b, "scale d");
+        if (bad_half(half_at(b, 2))) return fail(b, "min m");
         break;
       case GgmlType::Q4_K:
       case GgmlType::Q5_K:

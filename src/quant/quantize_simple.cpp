@@ -1,5 +1,5 @@
-// Q8_0, Q4_0 and MXFP4 reference quantizers (docs/formats.md 3.2, 3.3, 3.14) and the plain float conversions
-// (3.1).
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and MXFP4 reference quantizers (docs/formats.md 3.2, 3.3, 3.16, 3.14) and the
+// plain float conversions (3.1).
 #include <cmath>
 #include <cstring>
 
@@ -29,6 +29,17 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 
 namespace {
 
+// The mean square of a row: the sigma2 of the importance weights below.
+float row_sigma2(const float* src, int64_t n) {
+  float sum_x2 = 0;
+  for (int64_t j = 0; j < n; ++j) sum_x2 += src[j] * src[j];
+  return sum_x2 / static_cast<float>(n);
+}
+// Importance weights qw * sqrt(sigma2 + x^2) for one 32-element block.
+void block_weights(const float* x, const float* qw, float sigma2, float* weights) {
+  for (int j = 0; j < kQK4_0; ++j) weights[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
 // No imatrix: d = max / -8, so the largest-magnitude element lands on level 0 (value -8d); level 16 is
 // clipped.
 void quantize_block_q4_0_plain(const float* x, BlockQ4_0* y) {
@@ -55,15 +66,12 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n, const float*
     return;
   }
   // imatrix: weights qw * sqrt(sigma2 + x^2) with sigma2 the mean square of the whole row, then SSS (nmax 8).
-  float sum_x2 = 0;
-  for (int64_t j = 0; j < n; ++j) sum_x2 += src[j] * src[j];
-  const float sigma2 = sum_x2 / static_cast<float>(n);
+  const float sigma2 = row_sigma2(src, n);
   float weights[kQK4_0];
   int8_t levels[kQK4_0];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const float* x = src + b * kQK4_0;
-    const float* qw = imatrix + b * kQK4_0;
-    for (int j = 0; j < kQK4_0; ++j) weights[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+    block_weights(x, imatrix + b * kQK4_0, sigma2, weights);
     const float d = symmetric_scale_search(kQK4_0, 8, x, levels, weights);
     dst[b].d = fp32_to_fp16(d);
     for (int j = 0; j < kQK4_0 / 2; ++j) {
@@ -73,6 +81,37 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n, const float*
 }
 
 namespace {
+
+// Packs 32 levels of 5 bits: nibbles as Q4_0, the fifth bits into the u32 qh (bit j for element j).
+void pack_five_bits(const uint8_t* levels, uint8_t* qs, uint8_t* qh) {
+  uint32_t high = 0;
+  for (int j = 0; j < kQK4_0 / 2; ++j) {
+    const uint8_t lo = levels[j], hi = levels[j + kQK4_0 / 2];
+    qs[j] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
+    high |= static_cast<uint32_t>((lo >> 4) & 1) << j;
+    high |= static_cast<uint32_t>((hi >> 4) & 1) << (j + kQK4_0 / 2);
+  }
+  std::memcpy(qh, &high, 4);
+}
+
+// Q4_1 / Q5_1 without an imatrix: d = (max - min) / nmax, min itself as m, levels (x - min) / d + 0.5
+// truncated (ggml clamps Q4_1's to 15 and converts Q5_1's to uint8 as they are).
+template <int kNmax>
+float min_max_levels(const float* x, uint8_t* levels, float* min_out) {
+  float min = x[0], max = x[0];
+  for (int j = 1; j < kQK4_0; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / kNmax;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kQK4_0; ++j) {
+    const int8_t l = truncate_to_int8((x[j] - min) * id + 0.5f);
+    levels[j] = static_cast<uint8_t>(kNmax == 15 && l > 15 ? 15 : l);
+  }
+  *min_out = min;
+  return d;
+}
 
 // The level whose value (kMxfp4Values[i] * d) is nearest to x; the first of equally near ones.
 uint8_t nearest_mxfp4_level(float x, float d) {
@@ -103,6 +142,76 @@ void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n) {
       dst[b].qs[j] = static_cast<uint8_t>(nearest_mxfp4_level(x[j], d) |
                                           (nearest_mxfp4_level(x[j + kQKMxfp4 / 2], d) << 4));
     }
+  }
+}
+
+namespace {
+
+// Q4_1 and Q5_1 (nmax 15, 31): per block the min/max fit, or with an imatrix the asymmetric search (3.0.4,
+// make_qkx3_quants: rmin -0.9, rdelta 0.05, 36 steps).
+template <int kNmax, typename Block, typename Pack>
+void quantize_row_min_type(const float* src, Block* dst, int64_t n, const float* imatrix, Pack pack) {
+  const int64_t n_blocks = n / kQK4_0;
+  const float sigma2 = imatrix != nullptr ? row_sigma2(src, n) : 0.0f;
+  float weights[kQK4_0];
+  uint8_t levels[kQK4_0], aux[kQK4_0];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* x = src + b * kQK4_0;
+    float d, m;
+    if (imatrix == nullptr) {
+      d = min_max_levels<kNmax>(x, levels, &m);
+    } else {
+      block_weights(x, imatrix + b * kQK4_0, sigma2, weights);
+      float the_min;
+      d = quant_detail::asymmetric_scale_search(kQK4_0, x, weights, levels, &the_min, aux,
+                                                {kNmax, -0.9f, 0.05f, 36});
+      m = -the_min;
+    }
+    dst[b].d = fp32_to_fp16(d);
+    dst[b].m = fp32_to_fp16(m);
+    pack(levels, dst[b]);
+  }
+}
+
+}  // namespace
+
+void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n, const float* imatrix) {
+  quantize_row_min_type<15>(src, dst, n, imatrix, [](const uint8_t* levels, BlockQ4_1& y) {
+    for (int j = 0; j < kQK4_0 / 2; ++j) y.qs[j] = static_cast<uint8_t>(levels[j] | (levels[j + 16] << 4));
+  });
+}
+
+void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n, const float* imatrix) {
+  quantize_row_min_type<31>(src, dst, n, imatrix,
+                            [](const uint8_t* levels, BlockQ5_1& y) { pack_five_bits(levels, y.qs, y.qh); });
+}
+
+// Q5_0: d = max / -16 and levels x / d + 16.5 truncated, clamped to 31; with an imatrix the symmetric search
+// (3.0.3, nmax 16).
+void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n, const float* imatrix) {
+  const int64_t n_blocks = n / kQK4_0;
+  const float sigma2 = imatrix != nullptr ? row_sigma2(src, n) : 0.0f;
+  float weights[kQK4_0];
+  int8_t signed_levels[kQK4_0];
+  uint8_t levels[kQK4_0];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* x = src + b * kQK4_0;
+    float d;
+    if (imatrix == nullptr) {
+      const quant_detail::MaxAbs m = arg_max_abs(x, kQK4_0);
+      d = m.max / -16;
+      const float id = d != 0 ? 1.0f / d : 0.0f;
+      for (int j = 0; j < kQK4_0; ++j) {
+        const int8_t l = truncate_to_int8(x[j] * id + 16.5f);
+        levels[j] = static_cast<uint8_t>(l < 31 ? l : 31);
+      }
+    } else {
+      block_weights(x, imatrix + b * kQK4_0, sigma2, weights);
+      d = symmetric_scale_search(kQK4_0, 16, x, signed_levels, weights);
+      for (int j = 0; j < kQK4_0; ++j) levels[j] = static_cast<uint8_t>(signed_levels[j]);
+    }
+    dst[b].d = fp32_to_fp16(d);
+    pack_five_bits(levels, dst[b].qs, dst[b].qh);
   }
 }
 

@@ -16,8 +16,8 @@ struct Entry {
 // Block sizes and byte sizes as ggml defines them (docs/formats.md section 2.10).
 constexpr Entry kEntries[] = {
     {0, {"f32", 1, 4, false, true}},         {1, {"f16", 1, 2, false, true}},
-    {2, {"q4_0", 32, 18, true, true}},       {3, {"q4_1", 32, 20, true, false}},
-    {6, {"q5_0", 32, 22, true, false}},      {7, {"q5_1", 32, 24, true, false}},
+    {2, {"q4_0", 32, 18, true, true}},       {3, {"q4_1", 32, 20, true, true}},
+    {6, {"q5_0", 32, 22, true, true}},       {7, {"q5_1", 32, 24, true, true}},
     {8, {"q8_0", 32, 34, true, true}},       {9, {"q8_1", 32, 36, true, false}},
     {10, {"q2_K", 256, 84, true, true}},     {11, {"q3_K", 256, 110, true, true}},
     {12, {"q4_K", 256, 144, true, true}},    {13, {"q5_K", 256, 176, true, true}},

@@ -20,7 +20,10 @@ enum Ftype : uint32_t {
   kF32 = 0,
   kF16 = 1,
   kQ4_0 = 2,
+  kQ4_1 = 3,
   kQ8_0 = 7,
+  kQ5_0 = 8,
+  kQ5_1 = 9,
   kQ2_K = 10,
   kQ3_K_S = 11,
   kQ3_K_M = 12,
@@ -245,8 +248,8 @@ class Planner {
         set(GgmlType::Q6_K, "ffn_down, use_more_bits");
       } else if (ft == kQ4_K_S && !falcon && i_layer < n_layer / 8) {
         set(GgmlType::Q5_K, "ffn_down, first eighth of layers");
-      } else if (ft == kQ4_0 && opt_.has_imatrix && i_layer < n_layer / 8) {
-        set(GgmlType::Q4_1, "ffn_down, first eighth of layers, imatrix");
+      } else if ((ft == kQ4_0 || ft == kQ5_0) && opt_.has_imatrix && i_layer < n_layer / 8) {
+        set(ft == kQ4_0 ? GgmlType::Q4_1 : GgmlType::Q5_1, "ffn_down, first eighth of layers, imatrix");
       }
       ++i_ffn_down_;
     } else if (cat == Category::kAttnOutput) {
@@ -335,27 +338,18 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
     GgmlType type;
   };
   static const Known kKnown[] = {
-      {"Q8_0", kQ8_0, GgmlType::Q8_0},
-      {"Q4_0", kQ4_0, GgmlType::Q4_0},
-      {"Q2_K", kQ2_K, GgmlType::Q2_K},
-      {"Q2_K_S", kQ2_K_S, GgmlType::Q2_K},
-      {"Q3_K", kQ3_K_M, GgmlType::Q3_K},
-      {"Q3_K_M", kQ3_K_M, GgmlType::Q3_K},
-      {"Q3_K_S", kQ3_K_S, GgmlType::Q3_K},
-      {"Q3_K_L", kQ3_K_L, GgmlType::Q3_K},
-      {"Q4_K", kQ4_K_M, GgmlType::Q4_K},
-      {"Q4_K_M", kQ4_K_M, GgmlType::Q4_K},
-      {"Q4_K_S", kQ4_K_S, GgmlType::Q4_K},
-      {"Q5_K", kQ5_K_M, GgmlType::Q5_K},
-      {"Q5_K_M", kQ5_K_M, GgmlType::Q5_K},
-      {"Q5_K_S", kQ5_K_S, GgmlType::Q5_K},
-      {"Q6_K", kQ6_K, GgmlType::Q6_K},
-      {"IQ4_NL", kIQ4_NL, GgmlType::IQ4_NL},
-      {"IQ4_XS", kIQ4_XS, GgmlType::IQ4_XS},
-      {"F16", kF16, GgmlType::F16},
-      {"BF16", kBF16, GgmlType::BF16},
-      {"F32", kF32, GgmlType::F32},
-      {"MXFP4_MOE", kMXFP4_MOE, GgmlType::MXFP4},
+      {"Q8_0", kQ8_0, GgmlType::Q8_0},       {"Q4_0", kQ4_0, GgmlType::Q4_0},
+      {"Q4_1", kQ4_1, GgmlType::Q4_1},       {"Q5_0", kQ5_0, GgmlType::Q5_0},
+      {"Q5_1", kQ5_1, GgmlType::Q5_1},       {"Q2_K", kQ2_K, GgmlType::Q2_K},
+      {"Q2_K_S", kQ2_K_S, GgmlType::Q2_K},   {"Q3_K", kQ3_K_M, GgmlType::Q3_K},
+      {"Q3_K_M", kQ3_K_M, GgmlType::Q3_K},   {"Q3_K_S", kQ3_K_S, GgmlType::Q3_K},
+      {"Q3_K_L", kQ3_K_L, GgmlType::Q3_K},   {"Q4_K", kQ4_K_M, GgmlType::Q4_K},
+      {"Q4_K_M", kQ4_K_M, GgmlType::Q4_K},   {"Q4_K_S", kQ4_K_S, GgmlType::Q4_K},
+      {"Q5_K", kQ5_K_M, GgmlType::Q5_K},     {"Q5_K_M", kQ5_K_M, GgmlType::Q5_K},
+      {"Q5_K_S", kQ5_K_S, GgmlType::Q5_K},   {"Q6_K", kQ6_K, GgmlType::Q6_K},
+      {"IQ4_NL", kIQ4_NL, GgmlType::IQ4_NL}, {"IQ4_XS", kIQ4_XS, GgmlType::IQ4_XS},
+      {"F16", kF16, GgmlType::F16},          {"BF16", kBF16, GgmlType::BF16},
+      {"F32", kF32, GgmlType::F32},          {"MXFP4_MOE", kMXFP4_MOE, GgmlType::MXFP4},
   };
   const std::string u = upper(text);
   uint32_t number = 0;
@@ -364,10 +358,11 @@ Expected<QuantizeTarget> parse_quantize_target(const std::string& text) {
   for (const Known& k : kKnown) {
     if (u == k.name || (is_number && number == k.ftype)) return QuantizeTarget{k.name, k.ftype, k.type};
   }
-  return invalid_argument("unknown quantization type '", text,
-                          "' (supported: Q8_0 Q4_0 Q2_K Q2_K_S Q3_K Q3_K_S Q3_K_M Q3_K_L Q4_K Q4_K_S Q4_K_M "
-                          "Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL "
-                          "IQ4_XS MXFP4_MOE F16 BF16 F32)");
+  return invalid_argument(
+      "unknown quantization type '", text,
+      "' (supported: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q2_K_S Q3_K Q3_K_S Q3_K_M Q3_K_L Q4_K Q4_K_S Q4_K_M "
+      "Q5_K Q5_K_S Q5_K_M Q6_K IQ4_NL "
+      "IQ4_XS MXFP4_MOE F16 BF16 F32)");
 }
 
 Expected<TensorTypeOverride> parse_tensor_type_override(const std::string& text) {

@@ -38,8 +38,10 @@ CommandRunner register_graft(CLI::App& app) {
       // Refused rather than quietly replaced by another type.
       if (!type_traits(*t).computable)
         return report_error(
-            "graft", invalid_argument("--head-type: mtp cannot write ", a->head_type,
-                                      " (f32 f16 bf16 q8_0 q4_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs mxfp4)"));
+            "graft",
+            invalid_argument(
+                "--head-type: mtp cannot write ", a->head_type,
+                " (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs mxfp4)"));
       a->options.head_type = *t;
     }
     ThreadPool pool(a->threads);

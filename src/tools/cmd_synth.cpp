@@ -28,9 +28,9 @@ CommandRunner register_synth(CLI::App& app) {
   cmd->add_option("--layers", a->opt.layers, "Trunk layers (default: the shape's own; 35b-a3b has 40)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_flag("--mtp", a->opt.mtp, "Append the MTP block blk.{layers} and set nextn_predict_layers = 1");
-  cmd->add_option(
-         "--type", a->type,
-         "Type of the weight matrices: f32 f16 bf16 q8_0 q4_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs mxfp4")
+  cmd->add_option("--type", a->type,
+                  "Type of the weight matrices: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K "
+                  "q6_K iq4_nl iq4_xs mxfp4")
       ->capture_default_str();
   cmd->add_option("--seed", a->opt.seed, "Random seed; the same seed gives the same bytes")
       ->capture_default_str();

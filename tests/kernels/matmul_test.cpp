@@ -26,10 +26,10 @@ using kernels::PreparedActivations;
 using test::IsaScope;
 using test::Pattern;
 
-const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0,   GgmlType::IQ4_NL, GgmlType::MXFP4,
-                           GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
-                           GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16,    GgmlType::BF16,
-                           GgmlType::F32};
+const GgmlType kTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,   GgmlType::Q4_1,  GgmlType::Q5_0,
+                           GgmlType::Q5_1,   GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K,
+                           GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K,
+                           GgmlType::IQ4_XS, GgmlType::F16,    GgmlType::BF16,  GgmlType::F32};
 
 // Widths with an odd number of blocks (and, for the float types, not a multiple of 16 or 8).
 int64_t odd_width(GgmlType t) {
@@ -61,12 +61,26 @@ struct Reference {
   std::vector<double> dot, mag;
 };
 
-// Q2_K / Q4_K / Q5_K weights are d*sc*q - dmin*m: the kernels round the two sums separately, so their error
-// scales with |d*sc*q| + |dmin*m| rather than with |weight|. Returns that magnitude per element (else
-// |weight|).
+// Q2_K / Q4_K / Q5_K weights are d*sc*q - dmin*m (Q4_1 / Q5_1: d*q + m): the kernels round the two sums
+// separately, so their error scales with |d*sc*q| + |dmin*m| rather than with |weight|. Returns that
+// magnitude per element (else |weight|).
 std::vector<float> term_magnitudes(const test::QuantMatrix& m) {
   std::vector<float> mag(m.deq.size());
   for (size_t i = 0; i < mag.size(); ++i) mag[i] = std::fabs(m.deq[i]);
+  if (m.type == GgmlType::Q4_1 || m.type == GgmlType::Q5_1) {
+    // d*q + m: the min term is summed on its own.
+    const int64_t rb = row_size(m.type, m.n_in), bb = type_traits(m.type).type_size;
+    for (int64_t o = 0; o < m.n_out; ++o) {
+      for (int64_t b = 0; b < m.n_in / 32; ++b) {
+        uint16_t mh;
+        std::memcpy(&mh, m.bytes.data() + o * rb + b * bb + 2, 2);
+        const float mt = fp16_to_fp32(mh);
+        for (int64_t k = 32 * b; k < 32 * b + 32; ++k)
+          mag[o * m.n_in + k] = std::fabs(m.deq[o * m.n_in + k] - mt) + std::fabs(mt);
+      }
+    }
+    return mag;
+  }
   if (m.type != GgmlType::Q2_K && m.type != GgmlType::Q4_K && m.type != GgmlType::Q5_K) return mag;
   const int64_t rb = row_size(m.type, m.n_in);
   const int64_t bb = type_traits(m.type).type_size;

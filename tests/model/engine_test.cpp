@@ -60,6 +60,9 @@ const EngineFixtures& engine_fixtures() {
       out->path[name] = p;
     };
     make("q4_0", GgmlType::Q4_0, false);
+    make("q4_1", GgmlType::Q4_1, false);
+    make("q5_0", GgmlType::Q5_0, false);
+    make("q5_1", GgmlType::Q5_1, false);
     make("iq4_nl", GgmlType::IQ4_NL, false);
     make("mxfp4", GgmlType::MXFP4, false);
     make("w_f32", GgmlType::F32, true);
@@ -146,7 +149,8 @@ double median_tolerance(const std::string& name) {
 // exactly (0) on the scalar and AVX-512 levels; on AVX2, whose MXFP4 sums are bitwise the AVX-512 ones
 // (tests/kernels/canonical_test.cpp), positions 0-11 are exact and one flip at position 12 (from the float
 // order of the other ops) leaves 0.4-1.1% on every later row. The Q2_K fixture has one on the AVX-512 level:
-// one row of 28 (position 18) at 0.11%, every other row within 3.2e-7 (and all within 1e-3 at scalar and AVX2).
+// one row of 28 (position 18) at 0.11%, every other row within 3.2e-7 (and all within 1e-3 at scalar and
+// AVX2).
 double kernel_precision_tolerance(const std::string& name) {
   return name == "w_q4_k" || name == "w_q3_k" || name == "w_q2_k" || name == "mxfp4" ? 0.02 : 1e-3;
 }
@@ -197,8 +201,8 @@ TEST_P(EngineVsReference, LogitsCloseForPromptAndDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
-                         ::testing::Values("f32", "q8_0", "q4_0", "iq4_nl", "mxfp4", "w_f32", "w_q2_k",
-                                           "w_q3_k", "w_q4_k", "w_q6_k", "w_iq4_xs"));
+                         ::testing::Values("f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "mxfp4",
+                                           "w_f32", "w_q2_k", "w_q3_k", "w_q4_k", "w_q6_k", "w_iq4_xs"));
 
 TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
   Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");

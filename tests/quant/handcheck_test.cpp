@@ -19,10 +19,10 @@
 namespace mtp {
 namespace {
 
-constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,
-                                  GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
-                                  GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                                  GgmlType::Q8_K};
+constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
+                                  GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,   GgmlType::Q5_1,
+                                  GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+                                  GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q8_K};
 
 std::vector<uint8_t> quantize_or_die(GgmlType type, const std::vector<float>& x,
                                      const float* imatrix = nullptr) {
@@ -212,7 +212,7 @@ TEST(HandCheck, BadLengthsAndTypesAreRejected) {
   EXPECT_NE(s.message().find("iq3_xxs"), std::string::npos) << s.message();
   s = dequantize_row(GgmlType::IQ2_XXS, out.data(), x.data(), 256);
   EXPECT_NE(s.message().find("iq2_xxs"), std::string::npos) << s.message();
-  EXPECT_FALSE(quantize_tensor(nullptr, GgmlType::Q5_0, x.data(), out.data(), 1, 32, nullptr).ok());
+  EXPECT_FALSE(quantize_tensor(nullptr, GgmlType::Q8_1, x.data(), out.data(), 1, 32, nullptr).ok());
 
   // Zero-length rows are fine.
   EXPECT_TRUE(quantize_row(GgmlType::Q4_K, x.data(), out.data(), 0).ok());

@@ -15,9 +15,10 @@
 namespace mtp {
 namespace {
 
-constexpr GgmlType kQuantTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,  GgmlType::Q2_K, GgmlType::Q3_K,
-                                    GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K, GgmlType::IQ4_NL,
-                                    GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::Q8_K};
+constexpr GgmlType kQuantTypes[] = {GgmlType::Q8_0,  GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
+                                    GgmlType::Q5_1,  GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
+                                    GgmlType::Q5_K,  GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                    GgmlType::MXFP4, GgmlType::Q8_K};
 
 // RMSE of dequantize(quantize(x)) over rows x cols of N(0, 1).
 double gaussian_rmse(GgmlType type, bool with_imatrix) {
@@ -36,13 +37,14 @@ double gaussian_rmse(GgmlType type, bool with_imatrix) {
 TEST(RoundTrip, GaussianRmsePerType) {
   // Upper bounds for N(0, 1) input, about 10% above the values measured when this test was written (printed
   // below; Q8_0 0.00538, Q8_K 0.00699, Q6_K 0.0177, Q5_K 0.0361, Q4_K 0.0714, Q4_0 0.0860, IQ4_NL 0.0763,
-  // IQ4_XS 0.0769, Q3_K 0.151, MXFP4 0.115, Q2_K 0.296). Q8_0's bound is the uniform-rounding estimate: d ~
-  // max|x|/127 over 32 values, error d/sqrt(12).
+  // IQ4_XS 0.0769, Q3_K 0.151, MXFP4 0.115, Q2_K 0.296, Q4_1 0.0783, Q5_0 0.0427, Q5_1 0.0378). Q8_0's bound
+  // is the uniform-rounding estimate: d ~ max|x|/127 over 32 values, error d/sqrt(12).
   const std::map<GgmlType, double> kMaxRmse = {
       {GgmlType::Q8_0, 0.0060},   {GgmlType::Q8_K, 0.0078},   {GgmlType::Q6_K, 0.0195},
       {GgmlType::Q5_K, 0.0400},   {GgmlType::Q4_K, 0.0790},   {GgmlType::Q4_0, 0.0950},
       {GgmlType::IQ4_NL, 0.0840}, {GgmlType::IQ4_XS, 0.0850}, {GgmlType::Q3_K, 0.166},
-      {GgmlType::MXFP4, 0.127},   {GgmlType::Q2_K, 0.325},
+      {GgmlType::MXFP4, 0.127},   {GgmlType::Q2_K, 0.325},    {GgmlType::Q4_1, 0.0860},
+      {GgmlType::Q5_0, 0.0470},   {GgmlType::Q5_1, 0.0420},
   };
   std::map<GgmlType, double> measured;
   std::cout << "Round-trip RMSE on N(0,1), 16 x 4096 values (no imatrix / with imatrix):\n";
@@ -63,6 +65,8 @@ TEST(RoundTrip, GaussianRmsePerType) {
   EXPECT_LT(measured[GgmlType::Q5_K], measured[GgmlType::Q4_K] / 1.5);
   EXPECT_LT(measured[GgmlType::Q4_K], measured[GgmlType::Q3_K] / 1.5);
   EXPECT_LT(measured[GgmlType::Q3_K], measured[GgmlType::Q2_K] / 1.5);
+  EXPECT_LT(measured[GgmlType::Q5_1], measured[GgmlType::Q5_0]);  // the min buys a little
+  EXPECT_LT(measured[GgmlType::Q5_0], measured[GgmlType::Q4_1] / 1.5);
   EXPECT_LT(std::fabs(measured[GgmlType::IQ4_XS] - measured[GgmlType::Q4_K]),
             0.15 * measured[GgmlType::Q4_K]);
 }
@@ -78,6 +82,7 @@ TEST(RoundTrip, GgmlCosineThresholds) {
       {GgmlType::Q8_0, 0.0000744}, {GgmlType::Q4_0, 0.0011213},  {GgmlType::Q4_K, 0.0009819},
       {GgmlType::Q5_K, 0.0005314}, {GgmlType::Q6_K, 0.0002609},  {GgmlType::IQ4_XS, 0.0012562},
       {GgmlType::Q3_K, 0.0025099}, {GgmlType::MXFP4, 0.0018807}, {GgmlType::Q2_K, 0.0046718},
+      {GgmlType::Q4_1, 0.0011436}, {GgmlType::Q5_0, 0.0005910},  {GgmlType::Q5_1, 0.0005562},
   };
   std::cout << "ggml test-quantize-fns metric (threshold 0.002, Q3_K 0.004, Q2_K 0.0075):\n";
   for (GgmlType t : kQuantTypes) {
@@ -103,9 +108,10 @@ TEST(Determinism, ThreadCountDoesNotChangeBytes) {
   for (size_t i = 0; i < imatrix.size(); ++i) positive_imatrix[i] = std::fabs(imatrix[i]) + 0.1f;
   ThreadPool pool4(4);
   ThreadPool pool2(2);
-  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                     GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::Q8_K}) {
+  for (GgmlType t :
+       {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+        GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::Q8_K}) {
     for (const float* qw :
          {static_cast<const float*>(nullptr), static_cast<const float*>(positive_imatrix.data())}) {
       SCOPED_TRACE(std::string(type_name(t)) + (qw ? " imatrix" : ""));

@@ -52,6 +52,42 @@ inline constexpr SmallVector kSmallVectors[] = {
      "403440d973fc953eb851ea741ca63fc862eb3e34c852ea841da64fc962fb852db741d9731a3440d973fc952eb851ea73"
      "1ca63fc862fbd333c851fb841da63fd962fb942eb740ea73d83340d962fc952ec751ea730da63fc851fb4534c852ea84"
      "1da64fc962fb852db741d973403440d973fc953eb851ea741ca63fc862eb3e34c852ea841da64fc962fb852db741d973"},
+    {"S1", GgmlType::Q4_1, false,
+     "223400c080809191a2a2b3b3c4c4d5d5e6e6f7f7"},
+    {"S2", GgmlType::Q4_1, false,
+     "333400c040d962fb952eb751da730c953ec851ea1134c0bfc851ea731da63fc862fb841db740d962333400c040d962fb"
+     "952eb751da730c953ec851ea1134c0bfc851ea731da63fc862fb841db740d962333400c040d962fb952eb751da730c95"
+     "3ec851ea1134c0bfc851ea731da63fc862fb841db740d962333400c040d962fb952eb751da730c953ec851ea1134c0bf"
+     "c851ea731da63fc862fb841db740d962"},
+    {"S2", GgmlType::Q4_1, true,
+     "473484bf30c862eb842da740d9630b952eb751da0334a1bfc851ea731da63fc862fb841db740d962343401c040d962fb"
+     "952eb751da730c953ec851ea3634e5bfb851ea731ca63fc862eb842da740d9623f34d3bf40c962fb852db741d9730c95"
+     "3eb851ea4a34b6bfb751da731c963ec852ea841da640c962473484bf30c862eb842da740d9630b952eb751da0334a1bf"
+     "c851ea731da63fc862fb841db740d962"},
+    {"S1", GgmlType::Q5_0, false,
+     "00300000ffff00112233445566778899aabbccddeeff"},
+    {"S2", GgmlType::Q5_0, false,
+     "00302ab55aa980b3d5f82a5d7fa2c4f7194c6e91b3e6c02fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d500302ab5"
+     "5aa980b3d5f82a5d7fa2c4f7194c6e91b3e6c02fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d500302ab55aa980b3"
+     "d5f82a5d7fa2c4f7194c6e91b3e6c02fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d500302ab55aa980b3d5f82a5d"
+     "7fa2c4f7194c6e91b3e6c02fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d5"},
+    {"S2", GgmlType::Q5_0, true,
+     "16302ab55aa980a2d5f72a5c7fa2c4f7193c6e80b3d5d22fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d516302ab5"
+     "5aa980a2d5f72a5c7fa2c4f7193c6e80b3d5cf2fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d541302ab55aa981a2"
+     "d6f72a5c7fa2b4f7283c7d80b4d5cf2fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d516302ab55aa980a2d5f72a5c"
+     "7fa2c4f7193c6e80b3d5d22fd54aa55680a2d5f72a5c7fa2c4f7193c6e80b3d5"},
+    {"S1", GgmlType::Q5_1, false,
+     "003000c00000ffff00112233445566778899aabbccddeeff"},
+    {"S2", GgmlType::Q5_1, false,
+     "113000c02ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d5df2fc0bfd54aa55680a2d5f72a4c7f91c4e6193b6e80b3d5"
+     "113000c02ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d5df2fc0bfd54aa55680a2d5f72a4c7f91c4e6193b6e80b3d5"
+     "113000c02ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d5df2fc0bfd54aa55680a2d5f72a4c7f91c4e6193b6e80b3d5"
+     "113000c02ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d5df2fc0bfd54aa55680a2d5f72a4c7f91c4e6193b6e80b3d5"},
+    {"S2", GgmlType::Q5_1, true,
+     "0930f1bf2ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d50730acbfd44aa5567fa2c4f7194c6e91b3e6083b5d80a2d5"
+     "0430e8bf2ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d5ab2f8ebfd54aa55680a2d5f71a4c6fa1c3f7183c6e80b3d5"
+     "0430eabf2ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d50730aebfd44aa5567fa2c4f7194c6e91b3e6083b5d80a2d5"
+     "0930f1bf2ab55aa980a2d5f72a4c7f91c4e6193b6e80b3d50730acbfd44aa5567fa2c4f7194c6e91b3e6083b5d80a2d5"},
     {"S2", GgmlType::Q2_K, false,
      "efefffffefefffffefefffffefefffff88228866dd77dd88228866dd772288229977ddbb228866dd77dd88228866dd77"
      "88228866dd77dd88228866dd772288229977ddbb228866dd77dd88228866dd77b62c672f"},
@@ -176,6 +212,36 @@ inline constexpr TensorHash kTensorHashes[] = {
      1408,
      "14d0beffb40f972827d28d7e161e7088b6e45ec1564fe263e383f7c3e37d1181",
      {"9d6b6db2343b5ba5", "82a9ee7b281bd709", "dfb7f6761de4b5a9", "2d7bc6ec54a1191f"}},
+    {GgmlType::Q4_1,
+     false,
+     1280,
+     "f056270d7cf43e5706945754e3355ffc9c223092ece792f4f32f6c4b10cc2348",
+     {"045a0758a0343c5c", "928f1ef958d36bee", "544b5ae18d2c38b1", "4793756437fe38c2"}},
+    {GgmlType::Q4_1,
+     true,
+     1280,
+     "3303cb3e1f3f095f753f4131a3af367d411112e81e9f063df0711854d6789bb4",
+     {"a4fa5567360a20e5", "a2b392f0ed556c94", "23222254f1b9ff55", "91bbdec212029e4c"}},
+    {GgmlType::Q5_0,
+     false,
+     1408,
+     "006b42ba87ef81b43ba6f0cd9ef26c64c4320047e6c7a019b975156b5d90a727",
+     {"c560fd1226e01425", "37f8152424e2a4e7", "2ad7dab8dee7f236", "d029295b612a4cf9"}},
+    {GgmlType::Q5_0,
+     true,
+     1408,
+     "6d0e497dadeb093fd0e13d5347740a9c0d6724ac66a7349711899324511d5b32",
+     {"2e6954190ccf36a2", "5bcf19514c0bf687", "c9ba3b5b499c6c76", "7b4309c323206652"}},
+    {GgmlType::Q5_1,
+     false,
+     1536,
+     "fc3cc1fe82db14dbe34f40d685a99ea1a35ba811dd107a480ef84be062467d91",
+     {"de88bd5d6ad7e7aa", "e32105c8192b4033", "a0fb46493486be74", "5c76ff7bcf825be8"}},
+    {GgmlType::Q5_1,
+     true,
+     1536,
+     "5ea8d5b14479c23458652f5f096c6eac7d7923f5e97ac75f9416452f41045c14",
+     {"8d528499e716f21f", "3b6890c997b05e3b", "b34bce1422b2f70d", "7ef0a0617471f310"}},
     {GgmlType::Q2_K,
      false,
      672,
@@ -240,8 +306,17 @@ inline constexpr const char* kMxfp4DequantizedT =
 inline constexpr const char* kMxfp4DequantizedEveryExponent =
     "3b27ea731f5c773ffcdc68e5b5696d47c06cf01058a662f9920a206268a2e1ee";
 
-// ggml's dequantize_row_q2_K on T's Q2_K bytes (no imatrix): SHA-256 of the output floats' bytes.
-inline constexpr const char* kQ2kDequantizedT = "9c27e5637de7a65fa7414166fab857f1924bb6def0f5fd6dc53214514dfbf774";
+// ggml's dequantizers on T's bytes (no imatrix) of the types below: SHA-256 of the output floats' bytes.
+struct DequantizedHash {
+  GgmlType type;
+  const char* sha256;
+};
+inline constexpr DequantizedHash kDequantizedT[] = {
+    {GgmlType::Q2_K, "9c27e5637de7a65fa7414166fab857f1924bb6def0f5fd6dc53214514dfbf774"},
+    {GgmlType::Q4_1, "a88ad818815af66dbdf02a04d681eebd1c1fbc75a962a54e9b16f4877070bbd6"},
+    {GgmlType::Q5_0, "0692a71d580e066a761d52de72f0c2bb588654a1bdd1cd64d35b6650da00247a"},
+    {GgmlType::Q5_1, "6bdaa47d3fc9786702d3720f0179ecba427d9a8a3e1bba7ba0f2ff7d2eb03f92"},
+};
 
 // 5.3: individual blocks of T's no-imatrix output. `block` counts blocks of the type within the row.
 struct TensorBlock {
@@ -259,6 +334,9 @@ inline constexpr TensorBlock kTensorBlocks[] = {
      "581c0228f9fdfcf4f7fffdee97d8cffb56878a45cc3708503da2fb589c44339b06387942ad0f98f955ecd9104fae44d9"
      "4ad1a8638e12a8f3159f5c3f303519d9b7e1375142e4da908108aa50ae8d2be862256e6939bcf95e44df6cb68a04b540"
      "d871b9710b378c84f2850f26f3468a23d759cbc40e2c86fca69a16c44a1b40dee25864fddb0a35eea154ad61c50e0b4d"},
+    {GgmlType::Q4_1, 0, 0, "e4331fbf66879a25dcf788905dc29b08fce4439b"},
+    {GgmlType::Q5_0, 0, 0, "adafab62094933e0cba44600eece456ad8ff073679b8"},
+    {GgmlType::Q5_1, 0, 0, "a32f1fbf549df6b6cc1f345bb9ff1130ba952700f8c98647"},
     {GgmlType::Q2_K, 0, 0,
      "aabcffddacbc7a8abb9bdccccdbccbdc65ca9a457b0692c417b86f360b1525eb91c616444bd3ea8e852fae40b7bb25ee"
      "e465e7d6363b9ef795af17d96a2149f4cd645af4e2255af98c59b341dc352a70ee2dc730"},

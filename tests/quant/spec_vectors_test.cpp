@@ -144,12 +144,15 @@ TEST(SpecVectors, Mxfp4DequantizesAsGgml) {
   EXPECT_EQ(sha256_hex(all.data(), all.size() * 4), speculative::kMxfp4DequantizedEveryExponent);
 }
 
-TEST(SpecVectors, Q2kDequantizedAsGgml) {
+TEST(SpecVectors, DequantizedAsGgml) {
   const std::vector<float> t = test::spec_tensor_t();
-  const std::vector<uint8_t> bytes = test::quantize_bytes(GgmlType::Q2_K, t, 4);
-  std::vector<float> y(t.size());
-  ASSERT_TRUE(dequantize_row(GgmlType::Q2_K, bytes.data(), y.data(), static_cast<int64_t>(y.size())).ok());
-  EXPECT_EQ(sha256_hex(y.data(), y.size() * 4), speculative::kQ2kDequantizedT);
+  for (const speculative::DequantizedHash& h : speculative::kDequantizedT) {
+    SCOPED_TRACE(type_name(h.type));
+    const std::vector<uint8_t> bytes = test::quantize_bytes(h.type, t, 4);
+    std::vector<float> y(t.size());
+    ASSERT_TRUE(dequantize_row(h.type, bytes.data(), y.data(), static_cast<int64_t>(y.size())).ok());
+    EXPECT_EQ(sha256_hex(y.data(), y.size() * 4), h.sha256);
+  }
 }
 
 }  // namespace

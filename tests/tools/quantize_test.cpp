@@ -99,6 +99,38 @@ TEST(QuantizePlan, Q6KEverywhereItMayQuantize) {
   }
 }
 
+// Q4_0 and Q5_0 with an imatrix raise the first block_count / 8 layers' ffn_down to Q4_1 / Q5_1 (llama.cpp
+// guards those layers so); without one, nothing is raised. The other tensors keep the default (output: Q6_K).
+TEST(QuantizePlan, Q40AndQ50RaiseTheFirstFfnDownWithAnImatrix) {
+  TempDir dir;
+  auto path = synth_file(dir, "m.gguf", policy_model(GgmlType::F32));
+  auto f = GgufFile::open(path);
+  for (const std::string target : {"Q4_0", "Q5_0", "Q4_1", "Q5_1"}) {
+    for (bool imatrix : {false, true}) {
+      surgery::QuantizeOptions o;
+      o.target = *surgery::parse_quantize_target(target);
+      o.has_imatrix = imatrix;
+      auto plan = surgery::plan_quantization(*f, o);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      for (const auto& p : plan->tensors) {
+        const std::string& name = p.tensor->name;
+        GgmlType want = o.target.default_type;
+        if (surgery::why_not_quantizable(*p.tensor) != nullptr) {
+          want = p.tensor->type;
+        } else if (name == "output.weight") {
+          want = GgmlType::Q6_K;
+        } else if (imatrix && name.rfind("blk.0.ffn_down", 0) == 0 && target == "Q4_0") {
+          want = GgmlType::Q4_1;
+        } else if (imatrix && name.rfind("blk.0.ffn_down", 0) == 0 && target == "Q5_0") {
+          want = GgmlType::Q5_1;
+        }
+        EXPECT_EQ(p.to, want) << target << (imatrix ? " imatrix " : " ") << name << ": got "
+                              << type_name(p.to);
+      }
+    }
+  }
+}
+
 // llama-quantize's Q3_K_S/M/L rules on the policy model (4 experts, n_gqa 8, block_count 9): Q3_K_M gives the
 // first two attn_v-like tensors (in file order) Q5_K and the others Q4_K, every ffn_down Q4_K (block_count /
 // 16 is 0 layers of Q5_K) and attn_output Q4_K; Q3_K_L gives all three Q5_K; Q3_K_S none of them.
@@ -258,8 +290,7 @@ TEST(QuantizePlan, Mxfp4MoeExpertStacksOnly) {
 TEST(QuantizePlan, EightExpertsAndFallbacks) {
   TempDir dir;
   // tiny: 8 experts (attn_v-like and attn_k -> Q8_0, attn_output -> Q5_K with llama's 8-expert rules), and
-  // 64-wide rows, which IQ4_XS cannot hold (-> IQ4_NL) and whose Q4_K fallback Q5_0 is not implemented (->
-  // Q8_0).
+  // 64-wide rows, which IQ4_XS cannot hold (-> IQ4_NL) nor Q4_K (-> Q5_0).
   auto path = synth_file(dir, "t.gguf", testing::synth_options(true));
   auto iq4 = plan_types(path, "IQ4_XS");
   EXPECT_EQ(iq4.at("blk.3.attn_v.weight"), GgmlType::Q8_0);
@@ -268,7 +299,7 @@ TEST(QuantizePlan, EightExpertsAndFallbacks) {
   EXPECT_EQ(iq4.at("blk.1.ssm_out.weight"), GgmlType::IQ4_NL);
   EXPECT_EQ(iq4.at("output.weight"), GgmlType::Q8_0);  // 64 % 256 != 0
   auto q4k = plan_types(path, "Q4_K");
-  EXPECT_EQ(q4k.at("blk.1.ffn_gate_exps.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(q4k.at("blk.1.ffn_gate_exps.weight"), GgmlType::Q5_0);
 }
 
 TEST(QuantizePlan, OverridesAndTargets) {
@@ -277,6 +308,8 @@ TEST(QuantizePlan, OverridesAndTargets) {
   EXPECT_EQ(surgery::parse_quantize_target("Q4_K")->file_type, 15u);  // Q4_K_M, as llama-quantize
   EXPECT_EQ(surgery::parse_quantize_target("q3_k")->file_type, 12u);  // Q3_K_M, as llama-quantize
   EXPECT_EQ(surgery::parse_quantize_target("q2_k")->file_type, 10u);
+  EXPECT_EQ(surgery::parse_quantize_target("Q4_1")->file_type, 3u);
+  EXPECT_EQ(surgery::parse_quantize_target("q5_1")->default_type, GgmlType::Q5_1);
   EXPECT_FALSE(surgery::parse_quantize_target("IQ2_XXS").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_down").ok());
   EXPECT_FALSE(surgery::parse_tensor_type_override("ffn_(=q8_0").ok());

@@ -258,11 +258,11 @@ TEST(Graft, CliExitCodesAndMessages) {
   EXPECT_NE(r.output.find("has no MTP block"), std::string::npos) << r.output;
   EXPECT_EQ(testing::run_mtp("graft --trunk " + trunk).exit_code, 2);
   // A head type mtp cannot write is refused, not replaced by another.
-  r = testing::run_mtp(
-      "graft --trunk " + trunk + " --head tests/data/example.gguf --head-type q4_1 -o " + dir.file("o.gguf"),
-      true);
+  r = testing::run_mtp("graft --trunk " + trunk + " --head tests/data/example.gguf --head-type iq2_xxs -o " +
+                           dir.file("o.gguf"),
+                       true);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("cannot write q4_1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cannot write iq2_xxs"), std::string::npos) << r.output;
   EXPECT_EQ(testing::run_mtp("extract-head " + trunk + " -o " + dir.file("h.gguf")).exit_code, 1);
 }
 

@@ -73,8 +73,8 @@ TEST(Tune, ServeCommandAddsTheSettingUnlessDefault) {
             "mtp serve -m m.gguf");
 }
 
-// Two values, two levels, two runs each, on the synthetic test model: the table, a recommendation and the command
-// line; a server that cannot start is one line naming its log, exit 1.
+// Two values, two levels, two runs each, on the synthetic test model: the table, a recommendation and the
+// command line; a server that cannot start is one line naming its log, exit 1.
 TEST(Tune, SweepsTheTestModelThroughItsOwnServers) {
   testing::TempDir dir;
   const std::string serve =

@@ -19,7 +19,8 @@
 // Different Isa levels may differ in the last bits.
 //
 // Precision: quantized weights are dotted with activations quantized per row as ggml does (vec_dot_type):
-//   Q8_0, Q4_0, IQ4_NL  x Q8_0 (32-element blocks, fp16 scale; MXFP4 likewise, its scale an E8M0 exponent)
+//   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL  x Q8_0 (32-element blocks, fp16 scale; MXFP4 likewise, its scale an
+//   E8M0 exponent; Q4_1 and Q5_1 add their min times the sum of the activations)
 //   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS x Q8_K (256-element blocks, f32 scale, 16-element sums)
 //   F32, F16, BF16 x F32 (no activation rounding)
 // Integer block sums are exact; only the float scaling and the sum over blocks round.
@@ -54,8 +55,8 @@ struct MatrixView {
   MatrixView stacked_at(int64_t index) const;
 };
 
-// Whether matmul handles weights of this type (F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K, IQ4_XS).
+// Whether matmul handles weights of this type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
 bool is_matmul_supported(GgmlType type);
 
 enum class ActFormat : int { kF32 = 0, kQ8_0 = 1, kQ8_K = 2 };

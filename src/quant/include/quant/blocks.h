@@ -28,6 +28,37 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// Q4_1: y = nibble * d + m, nibbles arranged as in Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0: y = (q - 16) * d with q = nibble | (bit j of qh) << 4 for element j (nibbles arranged as in Q4_0).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // a little-endian u32: bit j is the fifth bit of element j
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q5_1: y = q * d + m with q as in Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// The 5-bit level (0..31) of element j (0..31) of a Q5_0 / Q5_1 block.
+inline int q5_level(const uint8_t* qs, const uint8_t* qh, int j) {
+  const int nibble = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+  return nibble | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+}
+
 // IQ4_NL: y = d * kIq4nlValues[nibble], nibbles arranged as in Q4_0.
 struct BlockIQ4_NL {
   uint16_t d;

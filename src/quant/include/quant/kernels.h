@@ -19,6 +19,11 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
 // a Q4_0 row must be quantized in one call.
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n, const float* imatrix);
 
+// Q4_1, Q5_0, Q5_1 (quantize_simple.cpp): likewise one call per row with an imatrix.
+void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n, const float* imatrix);
+void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n, const float* imatrix);
+void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n, const float* imatrix);
+
 // MXFP4 (quantize_simple.cpp): ggml's quantize_row_mxfp4_ref, which has no imatrix variant.
 void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n);
 
@@ -43,6 +48,9 @@ void convert_row_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 // Dequantizers (dequantize.cpp): exact float formulas of docs/formats.md section 3.
 void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n);
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n);
+void dequantize_row_q4_1(const BlockQ4_1* src, float* dst, int64_t n);
+void dequantize_row_q5_0(const BlockQ5_0* src, float* dst, int64_t n);
+void dequantize_row_q5_1(const BlockQ5_1* src, float* dst, int64_t n);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n);

@@ -2,8 +2,8 @@
 // as ggml_quantize_chunk (what llama-quantize writes) and reject what ggml would silently turn into garbage:
 // NaN/Inf input, a row length that is not a multiple of the block size, a scale that overflows fp16.
 //
-// Supported types: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, and Q8_K
-// (activation format).
+// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS, and Q8_K (activation format).
 #pragma once
 
 #include <cstdint>
