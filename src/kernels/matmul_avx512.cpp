@@ -76,8 +76,9 @@ constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 
 
 constexpr int8_t kU4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
-// A block's decoder: kBytes, kQsOffset, kMin (a second fp16, the min m, follows d: y = d v + m), and the
-// levels v as int8 of blocks b, b+1 (vals2) or of block b in the low half, zeros above (vals1).
+// A block's decoder: kBytes, kMin (a second fp16, the min m, follows d: y = d v + m), and the levels v as int8
+// of blocks b, b+1 (vals2) or of block b in the low half, zeros above (vals1); the nibbles start at byte
+// kOffsetQs of a block.
 template <const int8_t* kTable, int kBlockBytes = sizeof(BlockQ4_0), int kOffsetQs = 2, bool kHasMin = false>
 struct DecNibble32 {  // Q4_0, IQ4_NL; Q4_1 (levels 0..15, with a min)
   static constexpr int kBytes = kBlockBytes;
@@ -96,8 +97,8 @@ struct DecNibble32 {  // Q4_0, IQ4_NL; Q4_1 (levels 0..15, with a min)
   }
 };
 
-// Q5_0 (levels - 16) and Q5_1 (levels 0..31, with a min): the nibbles as Q4_1's, the u32 qh's bit j set as
-// 0x10 in byte j of its block (a mask move: bit j of the mask is byte j).
+// Q5_0 (levels - 16) and Q5_1 (levels 0..31, with a min): the nibbles as Q4_1's, plus 0x10 in byte j of a
+// block where bit j of its u32 qh is set (a masked add: the u32 is the byte mask as it is).
 template <int kQhOffset, int kOffset>
 struct DecQ5 {
   static constexpr int kBytes = kQhOffset == 2 ? sizeof(BlockQ5_0) : sizeof(BlockQ5_1);
