@@ -90,7 +90,7 @@ detail::ActLayout make_layout(ActFormat format, Isa isa, int64_t n_in) {
       l.nb = n_in / kQK8_0;
       l.d_off = align64(n_in);
       l.aux_off = l.d_off + align64(l.nb * 4);
-      l.stride = l.aux_off + align64(l.nb * 8 * 4);
+      l.stride = l.aux_off + align64(l.nb * 4);
       break;
     case ActFormat::kQ8_K:
       l.nb = n_in / kQK_K;
@@ -120,13 +120,17 @@ void prepare_row(const detail::ActLayout& l, const float* x, uint8_t* row) {
     }
     case ActFormat::kQ8_0: {
       float* d = reinterpret_cast<float*>(row + l.d_off);
-      float* dexp = reinterpret_cast<float*>(row + l.aux_off);
+      float* xsum = reinterpret_cast<float*>(row + l.aux_off);
       for (int64_t b = 0; b < l.nb; ++b) {
         BlockQ8_0 blk;
         quantize_row_q8_0(x + b * kQK8_0, &blk, kQK8_0);
-        for (int j = 0; j < kQK8_0; ++j) row[b * kQK8_0 + j] = static_cast<uint8_t>(blk.qs[j]) ^ flip;
+        int32_t sum = 0;
+        for (int j = 0; j < kQK8_0; ++j) {
+          row[b * kQK8_0 + j] = static_cast<uint8_t>(blk.qs[j]) ^ flip;
+          sum += blk.qs[j];
+        }
         d[b] = fp16_to_fp32(blk.d);
-        for (int j = 0; j < 8; ++j) dexp[b * 8 + j] = d[b];
+        xsum[b] = static_cast<float>(sum);
       }
       return;
     }

@@ -1,12 +1,13 @@
-// AVX2 kernels for Q8_0 and MXFP4 weights x Q8_0 activations over packed tiles (kernels/pack.h): 8 weight
-// rows of a tile in the lanes of each register, any number of activation rows. Row-format matrices are packed
+// AVX2 kernels for Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 and MXFP4 weights x Q8_0 activations over packed
+// tiles (kernels/pack.h): 8 weight rows of a tile in the lanes of each register, any number of activation
+// rows. Row-format matrices are packed
 // tile by tile on the fly and run through the same code (as at the AVX-512 level), so a pair's result does
 // not depend on the layout, the batch or the split.
 //
 // Canonical order of one (weight row, activation row) pair, that of the AVX-512 kernels
 // (matmul_avx512_q8_0.cpp), so both levels give the same bits: isum_b = the 32 products of block b summed in
-// integers (exact), then y = fma(float(isum_b), d_w(b) * d_x(b), y) for b = 0, 1, ... in order, d_w the fp16
-// scale of Q8_0 or MXFP4's 2^(e - 128).
+// integers (exact), then y = fma(float(isum_b), d_w(b) * d_x(b), y) and, for Q4_1 and Q5_1, y =
+// fma(xsum_b, m_w(b) * d_x(b), y), for b = 0, 1, ... in order, d_w the fp16 scale or MXFP4's 2^(e - 128).
 //
 // Plain AVX2 sums with the sign trick (vpmaddubsw(|w|, sign(x, w)), then vpmaddwd by 1); with AVX-VNNI the
 // activations are vpdpbusd's unsigned operand after a flip by 128 and each lane starts from -128 times the
@@ -42,6 +43,7 @@ constexpr int64_t kPrefetchL2Bytes = 12288;
 // weights; group() gives group g of 4 elements (4g..4g+3) of rows 8h..8h+7 as int8. (Plain AVX2 takes one
 // group at a time: with all 8 live, its 4-row pass ran a third slower.)
 struct Q8_0Tile {
+  static constexpr bool kMin = false;
   static constexpr int64_t kScaleBytes = 32;   // 16 fp16 scales
   static constexpr int64_t kPieceBytes = 512;  // 8 lines of 16 rows x 4 bytes
   T2 static __m256i group(const uint8_t* piece, int h, int g) {
@@ -52,16 +54,62 @@ struct Q8_0Tile {
   }
 };
 
+// Group g of a nibble piece for rows 8h..8h+7: the low nibbles of line g for g < 4, the high ones of line g -
+// 4, through the value table (elements 4g..4g+3 either way).
+T2 inline __m256i nibble_group(const uint8_t* piece, const int8_t* values, int h, int g) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece + 64 * (g & 3) + 32 * h));
+  const __m256i nibbles = g < 4 ? t : _mm256_srli_epi16(t, 4);
+  return _mm256_shuffle_epi8(table, _mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)));
+}
+
+constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+constexpr int8_t kU4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+constexpr int8_t kQ5_0Values[16] = {-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1};
+
+T2 inline __m256 half_scales(const uint8_t* s, int h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
+}
+
+// Q4_0, IQ4_NL (kMin false) and Q4_1 (levels 0..15, with a min): the fp16 d of the 16 rows (then Q4_1's m),
+// and 4 lines of nibble pairs, as MXFP4's.
+template <const int8_t* kValues, bool kHasMin>
+struct NibbleTile {
+  static constexpr bool kMin = kHasMin;
+  static constexpr int64_t kScaleBytes = kHasMin ? 64 : 32;
+  static constexpr int64_t kPieceBytes = 256;
+  T2 static __m256i group(const uint8_t* piece, int h, int g) { return nibble_group(piece, kValues, h, g); }
+  T2 static __m256 scales(const uint8_t* s, int h) { return half_scales(s, h); }
+  T2 static __m256 mins(const uint8_t* s, int h) { return half_scales(s + 32, h); }
+};
+
+// Q5_0 (levels q - 16) and Q5_1 (levels q, with a min): Q4_0's / Q4_1's nibble lines, then one line of the 16
+// rows' u32 qh; group g's fifth bits (qh bits 4g..4g+3) spread to bit 4 of each byte by one multiply, as at
+// the AVX-512 level (matmul_avx512_q8_0.cpp).
+template <bool kHasMin>
+struct Q5Tile {
+  static constexpr bool kMin = kHasMin;
+  static constexpr int64_t kScaleBytes = kHasMin ? 64 : 32;
+  static constexpr int64_t kPieceBytes = 320;
+  T2 static __m256i group(const uint8_t* piece, int h, int g) {
+    const __m256i v = nibble_group(piece, kHasMin ? kU4Values : kQ5_0Values, h, g);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece + 256 + 32 * h));
+    const __m256i bits = _mm256_and_si256(_mm256_srli_epi32(qh, 4 * g), _mm256_set1_epi32(0xF));
+    const __m256i spread = _mm256_and_si256(_mm256_mullo_epi32(bits, _mm256_set1_epi32(0x00204081)),
+                                            _mm256_set1_epi32(0x01010101));
+    return _mm256_add_epi8(v, _mm256_slli_epi32(spread, 4));
+  }
+  T2 static __m256 scales(const uint8_t* s, int h) { return half_scales(s, h); }
+  T2 static __m256 mins(const uint8_t* s, int h) { return half_scales(s + 32, h); }
+};
+
 struct Mxfp4Tile {
+  static constexpr bool kMin = false;
   static constexpr int64_t kScaleBytes = 16;   // 16 E8M0 exponents
   static constexpr int64_t kPieceBytes = 256;  // 4 lines of 16 rows x 4 bytes of nibble pairs
-  // Group g: the low nibbles of line g for g < 4, the high ones of line g - 4, through the value table.
   T2 static __m256i group(const uint8_t* piece, int h, int g) {
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece + 64 * (g & 3) + 32 * h));
-    const __m256i nibbles = g < 4 ? t : _mm256_srli_epi16(t, 4);
-    return _mm256_shuffle_epi8(table, _mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)));
+    return nibble_group(piece, kMxfp4Values, h, g);
   }
   // mxfp4_scale lane by lane: (e - 1) << 23 as float bits, the subnormal 2^21 << e for e = 0, 1.
   T2 static __m256 scales(const uint8_t* s, int h) {
@@ -128,8 +176,13 @@ T2 void b32_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout& 
       const __m256 wd = F::scales(tile + b * F::kScaleBytes, h);
       for (int r = 0; r < NR; ++r) {
         float* a = acc + 16 * r + 8 * h;
-        const __m256 c = _mm256_mul_ps(wd, _mm256_set1_ps(act_d(x[r], l)[b]));
-        _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), c, _mm256_load_ps(a)));
+        const __m256 dx = _mm256_set1_ps(act_d(x[r], l)[b]);
+        __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(wd, dx), _mm256_load_ps(a));
+        if constexpr (F::kMin) {
+          const __m256 wm = F::mins(tile + b * F::kScaleBytes, h);
+          y = _mm256_fmadd_ps(_mm256_set1_ps(act_xsum(x[r], l)[b]), _mm256_mul_ps(wm, dx), y);
+        }
+        _mm256_store_ps(a, y);
       }
     }
   }
@@ -162,31 +215,53 @@ void b32_tile(const uint8_t* w, int64_t row_bytes, int n_out, const uint8_t* con
 
 }  // namespace
 
-TileFn avx2_q8_0_packed() {
-  return b32_packed<Q8_0Tile>;
+TileFn avx2_b32_packed(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0:
+      return b32_packed<Q8_0Tile>;
+    case GgmlType::Q4_0:
+      return b32_packed<NibbleTile<kQ4_0Values, false>>;
+    case GgmlType::IQ4_NL:
+      return b32_packed<NibbleTile<kIq4nlValues, false>>;
+    case GgmlType::Q4_1:
+      return b32_packed<NibbleTile<kU4Values, true>>;
+    case GgmlType::Q5_0:
+      return b32_packed<Q5Tile<false>>;
+    case GgmlType::Q5_1:
+      return b32_packed<Q5Tile<true>>;
+    case GgmlType::MXFP4:
+      return b32_packed<Mxfp4Tile>;
+    default:
+      return nullptr;
+  }
 }
-TileFn avx2_q8_0_tile() {
-  return b32_tile<Q8_0Tile, GgmlType::Q8_0>;
-}
-TileFn avx2_mxfp4_packed() {
-  return b32_packed<Mxfp4Tile>;
-}
-TileFn avx2_mxfp4_tile() {
-  return b32_tile<Mxfp4Tile, GgmlType::MXFP4>;
+TileFn avx2_b32_tile(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0:
+      return b32_tile<Q8_0Tile, GgmlType::Q8_0>;
+    case GgmlType::Q4_0:
+      return b32_tile<NibbleTile<kQ4_0Values, false>, GgmlType::Q4_0>;
+    case GgmlType::IQ4_NL:
+      return b32_tile<NibbleTile<kIq4nlValues, false>, GgmlType::IQ4_NL>;
+    case GgmlType::Q4_1:
+      return b32_tile<NibbleTile<kU4Values, true>, GgmlType::Q4_1>;
+    case GgmlType::Q5_0:
+      return b32_tile<Q5Tile<false>, GgmlType::Q5_0>;
+    case GgmlType::Q5_1:
+      return b32_tile<Q5Tile<true>, GgmlType::Q5_1>;
+    case GgmlType::MXFP4:
+      return b32_tile<Mxfp4Tile, GgmlType::MXFP4>;
+    default:
+      return nullptr;
+  }
 }
 
 #else
 
-TileFn avx2_q8_0_packed() {
+TileFn avx2_b32_packed(GgmlType) {
   return nullptr;
 }
-TileFn avx2_q8_0_tile() {
-  return nullptr;
-}
-TileFn avx2_mxfp4_packed() {
-  return nullptr;
-}
-TileFn avx2_mxfp4_tile() {
+TileFn avx2_b32_tile(GgmlType) {
   return nullptr;
 }
 

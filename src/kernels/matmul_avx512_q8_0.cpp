@@ -1,14 +1,19 @@
 // AVX-512 VNNI kernels for the 32-element block types with Q8_0 activations over packed tiles
-// (kernels/pack.h): Q8_0 and MXFP4 weights, the 16 weight rows of a tile in the lanes of each vector, any
-// number of activation rows. Row-format matrices are packed tile by tile on the fly and run through the same
-// code, so a pair's result does not depend on the layout, the batch or the split.
+// (kernels/pack.h): Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 and MXFP4 weights, the 16 weight rows of a tile in
+// the lanes of each vector, any number of activation rows. Row-format matrices are packed tile by tile on the
+// fly and run through the same code, so a pair's result does not depend on the layout, the batch or the
+// split.
 //
-// Canonical order of one (weight row, activation row) pair: isum_b = the 32 products of block b summed in
-// integers (exact: |isum_b| <= 32 * 127 * 127 < 2^24, so also exact as a float), then
-//   y = fma(float(isum_b), d_w(b) * d_x(b), y)      for b = 0, 1, ... in order
-// (one rounding for the scale product and one per fma), with d_w the fp16 scale of Q8_0, or MXFP4's 2^(e -
-// 128) (quant/blocks.h's mxfp4_scale) against its doubled E2M1 values. Activations are stored offset by 128
-// (u8) for vpdpbusd; each lane starts from corr = -128 * (sum of its weights) to cancel the offset.
+// Canonical order of one (weight row, activation row) pair: isum_b = the 32 products of block b's levels v
+// with the activations, summed in integers (exact: |isum_b| <= 32 * 127 * 127 < 2^24, so also exact as a
+// float), then
+//   y = fma(float(isum_b), d_w(b) * d_x(b), y)
+//   y = fma(xsum_b, m_w(b) * d_x(b), y)           (Q4_1, Q5_1: their min m against the block's activation
+//   sum)
+// for b = 0, 1, ... in order (one rounding for each scale product and one per fma), with d_w the fp16 scale,
+// or MXFP4's 2^(e - 128) (quant/blocks.h's mxfp4_scale) against its doubled E2M1 values. Activations are
+// stored offset by 128 (u8) for vpdpbusd; each lane starts from corr = -128 * (sum of its weights) to cancel
+// the offset.
 #include <algorithm>
 #include <cstring>
 
@@ -37,6 +42,7 @@ constexpr int64_t kPrefetchL2Bytes = 12288;
 // A format: per block of a tile kScaleBytes of the 16 rows' scales (all blocks first), then kPieceBytes of
 // weights; weights() gives group g of 4 elements (4g..4g+3) of the 16 rows as int8 in wv[g].
 struct Q8_0Tile {
+  static constexpr bool kMin = false;
   static constexpr int64_t kScaleBytes = 32;   // 16 fp16 scales
   static constexpr int64_t kPieceBytes = 512;  // 8 lines of 16 rows x 4 bytes
   T512 static void weights(const uint8_t* piece, __m512i* wv) {
@@ -47,20 +53,65 @@ struct Q8_0Tile {
   }
 };
 
-struct Mxfp4Tile {
-  static constexpr int64_t kScaleBytes = 16;   // 16 E8M0 exponents
-  static constexpr int64_t kPieceBytes = 256;  // 4 lines of 16 rows x 4 bytes of nibble pairs
-  // Group g: the low nibbles of line g for g < 4, the high ones of line g - 4, through the value table.
+// Group g of a nibble piece: the low nibbles of line g for g < 4, the high ones of line g - 4, through the
+// value table (elements 4g..4g+3 either way).
+T512 inline void nibble_weights(const uint8_t* piece, const int8_t* values, __m512i* wv) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int line = 0; line < 4; ++line) {
+    const __m512i t = _mm512_loadu_si512(piece + 64 * line);
+    wv[line] = _mm512_shuffle_epi8(table, _mm512_and_si512(t, m4));
+    wv[line + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(t, 4), m4));
+  }
+}
+
+constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+constexpr int8_t kU4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+constexpr int8_t kQ5_0Values[16] = {-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1};
+
+// Q4_0, IQ4_NL (kMin false) and Q4_1 (levels 0..15, with a min): the fp16 d of the 16 rows (then Q4_1's m),
+// and 4 lines of nibble pairs, as MXFP4's.
+template <const int8_t* kValues, bool kHasMin>
+struct NibbleTile {
+  static constexpr bool kMin = kHasMin;
+  static constexpr int64_t kScaleBytes = kHasMin ? 64 : 32;
+  static constexpr int64_t kPieceBytes = 256;
+  T512 static void weights(const uint8_t* piece, __m512i* wv) { nibble_weights(piece, kValues, wv); }
+  T512 static __m512 scales(const uint8_t* s) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+  }
+  T512 static __m512 mins(const uint8_t* s) { return scales(s + 32); }
+};
+
+// Q5_0 (levels q - 16) and Q5_1 (levels q, with a min): Q4_0's / Q4_1's nibble lines, then one line of the 16
+// rows' u32 qh. Group g's fifth bits are qh bits 4g..4g+3; (qh >> 4g & 0xF) * 0x00204081 moves bit k to bit
+// 8k of the lane (the four shifted copies never overlap), so each byte gets its own 0x10.
+template <bool kHasMin>
+struct Q5Tile {
+  static constexpr bool kMin = kHasMin;
+  static constexpr int64_t kScaleBytes = kHasMin ? 64 : 32;
+  static constexpr int64_t kPieceBytes = 320;
   T512 static void weights(const uint8_t* piece, __m512i* wv) {
-    const __m512i table =
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int line = 0; line < 4; ++line) {
-      const __m512i t = _mm512_loadu_si512(piece + 64 * line);
-      wv[line] = _mm512_shuffle_epi8(table, _mm512_and_si512(t, m4));
-      wv[line + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(t, 4), m4));
+    nibble_weights(piece, kHasMin ? kU4Values : kQ5_0Values, wv);
+    const __m512i qh = _mm512_loadu_si512(piece + 256);
+    for (int g = 0; g < 8; ++g) {
+      const __m512i bits = _mm512_and_si512(_mm512_srli_epi32(qh, 4 * g), _mm512_set1_epi32(0xF));
+      const __m512i spread = _mm512_and_si512(_mm512_mullo_epi32(bits, _mm512_set1_epi32(0x00204081)),
+                                              _mm512_set1_epi32(0x01010101));
+      wv[g] = _mm512_add_epi8(wv[g], _mm512_slli_epi32(spread, 4));
     }
   }
+  T512 static __m512 scales(const uint8_t* s) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+  }
+  T512 static __m512 mins(const uint8_t* s) { return scales(s + 32); }
+};
+
+struct Mxfp4Tile {
+  static constexpr bool kMin = false;
+  static constexpr int64_t kScaleBytes = 16;   // 16 E8M0 exponents
+  static constexpr int64_t kPieceBytes = 256;  // 4 lines of 16 rows x 4 bytes of nibble pairs
+  T512 static void weights(const uint8_t* piece, __m512i* wv) { nibble_weights(piece, kMxfp4Values, wv); }
   // mxfp4_scale lane by lane: (e - 1) << 23 as float bits, the subnormal 2^21 << e for e = 0, 1.
   T512 static __m512 scales(const uint8_t* s) {
     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
@@ -97,8 +148,12 @@ T512 void b32_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, con
     const __m512 wd = F::scales(tile + b * F::kScaleBytes);
     for (int r = 0; r < NR; ++r) {
       const __m512i t = dot32_lanes(corr, x[r] + 32 * b, wv);
-      const __m512 c = _mm512_mul_ps(wd, _mm512_set1_ps(act_d(x[r], l)[b]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), c, acc[r]);
+      const __m512 dx = _mm512_set1_ps(act_d(x[r], l)[b]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(wd, dx), acc[r]);
+      if constexpr (F::kMin) {
+        const __m512 wm = F::mins(tile + b * F::kScaleBytes);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(act_xsum(x[r], l)[b]), _mm512_mul_ps(wm, dx), acc[r]);
+      }
     }
   }
   const __mmask16 m =
@@ -130,31 +185,53 @@ void b32_tile(const uint8_t* w, int64_t row_bytes, int n_out, const uint8_t* con
 
 }  // namespace
 
-TileFn avx512_q8_0_packed() {
-  return b32_packed<Q8_0Tile>;
+TileFn avx512_b32_packed(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0:
+      return b32_packed<Q8_0Tile>;
+    case GgmlType::Q4_0:
+      return b32_packed<NibbleTile<kQ4_0Values, false>>;
+    case GgmlType::IQ4_NL:
+      return b32_packed<NibbleTile<kIq4nlValues, false>>;
+    case GgmlType::Q4_1:
+      return b32_packed<NibbleTile<kU4Values, true>>;
+    case GgmlType::Q5_0:
+      return b32_packed<Q5Tile<false>>;
+    case GgmlType::Q5_1:
+      return b32_packed<Q5Tile<true>>;
+    case GgmlType::MXFP4:
+      return b32_packed<Mxfp4Tile>;
+    default:
+      return nullptr;
+  }
 }
-TileFn avx512_q8_0_tile() {
-  return b32_tile<Q8_0Tile, GgmlType::Q8_0>;
-}
-TileFn avx512_mxfp4_packed() {
-  return b32_packed<Mxfp4Tile>;
-}
-TileFn avx512_mxfp4_tile() {
-  return b32_tile<Mxfp4Tile, GgmlType::MXFP4>;
+TileFn avx512_b32_tile(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0:
+      return b32_tile<Q8_0Tile, GgmlType::Q8_0>;
+    case GgmlType::Q4_0:
+      return b32_tile<NibbleTile<kQ4_0Values, false>, GgmlType::Q4_0>;
+    case GgmlType::IQ4_NL:
+      return b32_tile<NibbleTile<kIq4nlValues, false>, GgmlType::IQ4_NL>;
+    case GgmlType::Q4_1:
+      return b32_tile<NibbleTile<kU4Values, true>, GgmlType::Q4_1>;
+    case GgmlType::Q5_0:
+      return b32_tile<Q5Tile<false>, GgmlType::Q5_0>;
+    case GgmlType::Q5_1:
+      return b32_tile<Q5Tile<true>, GgmlType::Q5_1>;
+    case GgmlType::MXFP4:
+      return b32_tile<Mxfp4Tile, GgmlType::MXFP4>;
+    default:
+      return nullptr;
+  }
 }
 
 #else
 
-TileFn avx512_q8_0_packed() {
+TileFn avx512_b32_packed(GgmlType) {
   return nullptr;
 }
-TileFn avx512_q8_0_tile() {
-  return nullptr;
-}
-TileFn avx512_mxfp4_packed() {
-  return nullptr;
-}
-TileFn avx512_mxfp4_tile() {
+TileFn avx512_b32_tile(GgmlType) {
   return nullptr;
 }
 

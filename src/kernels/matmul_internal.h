@@ -45,7 +45,8 @@ inline void prefetch_slice(const uint8_t* p, int k, int64_t l1, int64_t l2) {
 }
 
 // Byte layout of one prepared activation row (all offsets from the row start, 64-byte aligned).
-//   kQ8_0: qs[n_in] int8 | d[nb] f32 (the fp16 block scale, widened) | dexp[nb * 8] f32 (d repeated 8 times)
+//   kQ8_0: qs[n_in] int8 | d[nb] f32 (the fp16 block scale, widened) | xsum[nb] f32 (the sum of each block's
+//          32 values, exact: for the weight formats with a min)
 //   kQ8_K: qs[n_in] int8 | d[nb] f32 | bsums[nb * 16] int16
 //          and for Isa::kAvx512 also sq[n_in] int8 (qs unflipped) | xcorr[nb * 8] int32 (-128 * the sum of
 //          each 32-element sub-block), for kernels whose weights are the unsigned vpdpbusd operand
@@ -57,10 +58,10 @@ struct ActLayout {
   int64_t n_in = 0;
   int64_t nb = 0;  // blocks per row (32 or 256 elements; n_pad / 16 for kF32)
   int64_t d_off = 0;
-  int64_t aux_off = 0;  // dexp (kQ8_0) or bsums (kQ8_K)
+  int64_t aux_off = 0;  // xsum (kQ8_0) or bsums (kQ8_K)
   int64_t sq_off = 0;   // kQ8_K: signed qs (Isa::kAvx512: a copy, then xcorr at xc_off; else 0: qs itself)
   int64_t xc_off = 0;
-  int64_t stride = 0;  // bytes per row
+  int64_t stride = 0;    // bytes per row
 };
 
 inline constexpr int kMaxTileRows = 8;
@@ -109,12 +110,11 @@ TileFn avx512_iq4xs_packed();
 void run_packed_on_row_format(TileFn packed, GgmlType type, const uint8_t* w, int64_t row_bytes, int n_out,
                               const uint8_t* const* x, int64_t nx, const ActLayout& l, float* y,
                               int64_t y_stride);
-// matmul_avx2_q8_0.cpp (nullptr where not compiled): the packed kernels and their row-format wrappers, in the
+// matmul_avx2_q8_0.cpp (nullptr where not compiled, or for another type): the packed kernels of the
+// 32-element block types (Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, MXFP4) and their row-format wrappers, in the
 // order of the AVX-512 ones.
-TileFn avx2_q8_0_packed();
-TileFn avx2_q8_0_tile();
-TileFn avx2_mxfp4_packed();
-TileFn avx2_mxfp4_tile();
+TileFn avx2_b32_packed(GgmlType type);
+TileFn avx2_b32_tile(GgmlType type);
 // matmul_avx2_q2k.cpp (nullptr where not compiled).
 RowDotFn avx2_q2k_rows();
 TileFn avx2_q2k_packed();
@@ -131,11 +131,9 @@ TileFn avx512_q6k_packed();
 // matmul_avx512_q6k.cpp too: follow the orders of avx2_q3k_rows and avx2_q2k_rows.
 TileFn avx512_q3k_packed();
 TileFn avx512_q2k_packed();
-// matmul_avx512_q8_0.cpp (nullptr where not compiled): the packed kernels and their row-format wrappers.
-TileFn avx512_q8_0_packed();
-TileFn avx512_q8_0_tile();
-TileFn avx512_mxfp4_packed();
-TileFn avx512_mxfp4_tile();
+// matmul_avx512_q8_0.cpp (nullptr where not compiled, or for another type): likewise.
+TileFn avx512_b32_packed(GgmlType type);
+TileFn avx512_b32_tile(GgmlType type);
 // Whether the IQ4_XS packed kernel takes the integer sums of batches of 9 rows or more (equally spaced) from
 // AMX (the CPU and OS allow it, MTP_AMX=0 is not in the environment, and VBMI is on: the AMX kernels decode
 // with it). Same bits either way.
@@ -171,7 +169,7 @@ inline void rows_by_four(int nr, Kernel&& kernel) {
 inline const float* act_d(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const float*>(row + l.d_off);
 }
-inline const float* act_dexp(const uint8_t* row, const ActLayout& l) {
+inline const float* act_xsum(const uint8_t* row, const ActLayout& l) {
   return reinterpret_cast<const float*>(row + l.aux_off);
 }
 inline const int16_t* act_bsums(const uint8_t* row, const ActLayout& l) {

@@ -28,10 +28,35 @@ constexpr int64_t kQ6KBlockBytes = sizeof(BlockQ6_K);
 constexpr int64_t kQ6KHeaderBytes = 288;
 constexpr int64_t kQ6KPieceBytes = 512;
 
-// MXFP4: per block of a tile 16 bytes of exponents (all blocks first), then 256 bytes of qs per block.
-constexpr int64_t kMxBlockBytes = sizeof(BlockMXFP4);
-constexpr int64_t kMxScaleBytes = 16;
-constexpr int64_t kMxPieceBytes = 256;
+// The nibble types of 32 elements (MXFP4, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1): per block of a tile the 16 rows'
+// scale fields (all blocks first: the exponent, or d, then m), then 4 lines of qs and (Q5) one line of qh.
+struct NibbleLayout {
+  int64_t block;         // bytes of a row's block
+  int n_fields;          // scale fields: d, or d and m
+  int field_bytes;       // 1 (E8M0) or 2 (fp16)
+  int64_t qs_from;       // offset of qs in a row's block
+  int64_t qh_from = -1;  // offset of qh, or -1
+  int64_t scale_bytes() const { return n_fields * kPackRows * field_bytes; }
+  int64_t piece_bytes() const { return qh_from < 0 ? 256 : 320; }
+};
+NibbleLayout nibble_layout(GgmlType type) {
+  switch (type) {
+    case GgmlType::MXFP4:
+      return {sizeof(BlockMXFP4), 1, 1, 1};
+    case GgmlType::Q4_1:
+      return {sizeof(BlockQ4_1), 2, 2, 4};
+    case GgmlType::Q5_0:
+      return {sizeof(BlockQ5_0), 1, 2, 6, 2};
+    case GgmlType::Q5_1:
+      return {sizeof(BlockQ5_1), 2, 2, 8, 4};
+    default:  // Q4_0, IQ4_NL
+      return {sizeof(BlockQ4_0), 1, 2, 2};
+  }
+}
+bool is_nibble_type(GgmlType type) {
+  return type == GgmlType::MXFP4 || type == GgmlType::Q4_0 || type == GgmlType::IQ4_NL ||
+         type == GgmlType::Q4_1 || type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
+}
 // Q3_K: per super-block of a tile a 224-byte header, 512 bytes of hmask, then 2 x 512 bytes of qs.
 constexpr int64_t kQ3KBlockBytes = sizeof(BlockQ3_K);
 constexpr int64_t kQ3KHeaderBytes = 224;
@@ -55,12 +80,21 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
     }
     return;
   }
-  if (type == GgmlType::MXFP4) {
+  if (is_nibble_type(type)) {
+    const NibbleLayout n = nibble_layout(type);
     for (int64_t b = 0; b < nb; ++b) {
-      const int64_t from = b * kMxBlockBytes, q = nb * kMxScaleBytes + b * kMxPieceBytes;
-      move.template operator()<1>(b * kMxScaleBytes + o, from);
+      const int64_t from = b * n.block, q = nb * n.scale_bytes() + b * n.piece_bytes();
+      for (int f = 0; f < n.n_fields; ++f) {
+        const int64_t to = b * n.scale_bytes() + f * kPackRows * n.field_bytes + n.field_bytes * o;
+        if (n.field_bytes == 1) {
+          move.template operator()<1>(to, from);
+        } else {
+          move.template operator()<2>(to, from + 2 * f);
+        }
+      }
       for (int64_t line = 0; line < 4; ++line)
-        move.template operator()<4>(q + 64 * line + 4 * o, from + 1 + 4 * line);
+        move.template operator()<4>(q + 64 * line + 4 * o, from + n.qs_from + 4 * line);
+      if (n.qh_from >= 0) move.template operator()<4>(q + 256 + 4 * o, from + n.qh_from);
     }
     return;
   }
@@ -149,12 +183,12 @@ void for_each_piece(GgmlType type, int64_t nb, int64_t o, Move move) {
 bool is_packable_type(GgmlType type) {
   return type == GgmlType::IQ4_XS || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
          type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q3_K ||
-         type == GgmlType::Q2_K || type == GgmlType::MXFP4;
+         type == GgmlType::Q2_K || is_nibble_type(type);
 }
 
-// Elements per block: 32 for Q8_0 and MXFP4, 256 for the super-block types.
+// Elements per block: 32 for Q8_0 and the nibble types, 256 for the super-block types.
 int64_t block_elements(GgmlType type) {
-  return type == GgmlType::Q8_0 || type == GgmlType::MXFP4 ? 32 : kQK_K;
+  return type == GgmlType::Q8_0 || is_nibble_type(type) ? 32 : kQK_K;
 }
 
 int64_t blocks_per_row(const MatrixView& w) {

@@ -81,6 +81,40 @@ float mxfp4_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail:
   return acc;
 }
 
+// Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp): Q8_0's order on each block's
+// levels (quant/blocks.h), then for Q4_1 and Q5_1 acc = fma(xsum_b, m_w * d_x, acc), xsum_b the block's
+// activation sum.
+template <GgmlType kType>
+float nibble_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
+  const int64_t bytes = type_traits(kType).type_size;
+  constexpr bool kMin = kType == GgmlType::Q4_1 || kType == GgmlType::Q5_1;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < l.nb; ++b) {
+    const uint8_t* blk = w + b * bytes;
+    uint16_t d, m = 0;
+    std::memcpy(&d, blk, 2);
+    if (kMin) std::memcpy(&m, blk + 2, 2);
+    int32_t isum = 0, xsum = 0;
+    for (int k = 0; k < 32; ++k) {
+      int v = 0;
+      if constexpr (kType == GgmlType::Q5_0 || kType == GgmlType::Q5_1) {
+        const uint8_t* qh = blk + (kMin ? 4 : 2);
+        v = q5_level(qh + 4, qh, k) - (kMin ? 0 : 16);
+      } else {
+        const uint8_t* qs = blk + (kMin ? 4 : 2);
+        const int nibble = k < 16 ? qs[k] & 15 : qs[k - 16] >> 4;
+        v = kType == GgmlType::IQ4_NL ? kIq4nlValues[nibble] : kType == GgmlType::Q4_0 ? nibble - 8 : nibble;
+      }
+      isum += v * act_value(x, 32 * b + k, isa);
+      xsum += act_value(x, 32 * b + k, isa);
+    }
+    const float dx = kernels::detail::act_d(x, l)[b];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(d) * dx, acc);
+    if (kMin) acc = std::fma(static_cast<float>(xsum), fp16_to_fp32(m) * dx, acc);
+  }
+  return acc;
+}
+
 // Q6_K (matmul_avx2_q6k.cpp, matmul_avx512_q6k.cpp, matmul_neon.cpp): isum(sb) = sum over the 16 sub-blocks
 // i of sc_i * (16 products of q = u - 32), exact; acc = fma(float(isum), d_w * d_x, acc).
 float q6k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
@@ -290,6 +324,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
                       Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
                       Case{GgmlType::MXFP4, {Isa::kAvx2, Isa::kAvx512}, mxfp4_canonical},
+                      Case{GgmlType::Q4_0, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q4_0>},
+                      Case{GgmlType::IQ4_NL, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::IQ4_NL>},
+                      Case{GgmlType::Q4_1, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q4_1>},
+                      Case{GgmlType::Q5_0, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q5_0>},
+                      Case{GgmlType::Q5_1, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q5_1>},
                       Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
                       Case{GgmlType::Q3_K, {Isa::kAvx2, Isa::kAvx512}, q3k_canonical},
                       Case{GgmlType::Q2_K, {Isa::kAvx2, Isa::kAvx512}, q2k_canonical},

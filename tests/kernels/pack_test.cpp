@@ -37,7 +37,8 @@ Packed pack(const MatrixView& w) {
 
 TEST(Pack, OnlyWholeTilesOfPackableTypes) {
   const std::vector<float> v = test::make_values(Pattern::kGaussian, 32, 512, 1);
-  for (GgmlType type : {GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+  for (GgmlType type : {GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_1,
+                        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
                         GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const test::QuantMatrix a = test::make_matrix(type, v, 512, 32);
     EXPECT_TRUE(kernels::can_pack(a.view()));
@@ -46,7 +47,7 @@ TEST(Pack, OnlyWholeTilesOfPackableTypes) {
     EXPECT_TRUE(p.view.packed);
     EXPECT_FALSE(kernels::can_pack(p.view));  // already packed
   }
-  const test::QuantMatrix q = test::make_matrix(GgmlType::IQ4_NL, v, 512, 32);
+  const test::QuantMatrix q = test::make_matrix(GgmlType::F16, v, 512, 32);
   EXPECT_FALSE(kernels::can_pack(q.view()));
 }
 
@@ -161,8 +162,10 @@ TEST_P(PackTypes, ThreadsAndExpertStacks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackTypes,
-                         ::testing::Values(GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K,
-                                           GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
+                         ::testing::Values(GgmlType::IQ4_XS, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL,
+                                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::MXFP4,
+                                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                           GgmlType::Q6_K),
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return std::string(type_name(i.param));
                          });

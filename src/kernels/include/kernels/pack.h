@@ -25,6 +25,8 @@
 //   e[b]        16 bytes, b = 0..nb-1: the 16 rows' E8M0 exponents of block b
 //   qs[b]       256 bytes: 4 lines of 64 bytes; in line L, bytes 4o..4o+3 are row o's qs[4L..4L+3] (low
 //               nibbles: elements 4L..4L+3, high nibbles: elements 16+4L..16+4L+3)
+// Q4_0 and IQ4_NL as MXFP4 with 32 bytes of fp16 d per block; Q4_1 with 64 (d of the 16 rows, then m); Q5_0
+// and Q5_1 as Q4_0 and Q4_1 with a fifth 64-byte line after each block's qs lines, bytes 4o..4o+3 row o's qh.
 //
 // Q4_K, nb super-blocks of 256 per row; super-block sb of a tile is 16 * 144 bytes from sb * 2304:
 //   header      256 bytes: d[16] (fp16) | dmin[16] (fp16) | scales bytes 0-3 [16] | 4-7 [16] | 8-11 [16]
@@ -65,8 +67,8 @@ inline constexpr int64_t kPackRows = 16;
 // matrix still works (unpacked tile by tile) but is slower than the row format.
 bool has_packed_kernel(GgmlType type);
 
-// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K matrix with
-// n_out a multiple of kPackRows.
+// Whether pack_matrix handles w: a row-format IQ4_XS, Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, MXFP4, Q2_K,
+// Q3_K, Q4_K, Q5_K or Q6_K matrix with n_out a multiple of kPackRows.
 bool can_pack(const MatrixView& w);
 
 // Writes w packed into dst (w.n_out * w.row_bytes bytes, not overlapping w) and returns the view of dst.
