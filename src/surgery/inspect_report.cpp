@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "model/qwen35moe_config.h"
+
 namespace mtp::surgery {
 namespace {
 
@@ -79,7 +81,13 @@ InspectReport build_inspect_report(const GgufFile& file) {
   else if (first_nextn_block)
     mtp_start = first_nextn_block;
 
+  std::map<std::string, int64_t> lacking;  // types mtp.cpp cannot compute, with their counts
+  std::string first_lacking;
   for (const TensorInfo& t : file.tensors()) {
+    if (!type_traits(t.type).computable) {
+      ++lacking[std::string(type_name(t.type))];
+      if (first_lacking.empty()) first_lacking = t.name;
+    }
     TypeUsage& u = r.types[std::string(type_name(t.type))];
     ++u.count;
     u.bytes += t.n_bytes;
@@ -103,6 +111,16 @@ InspectReport build_inspect_report(const GgufFile& file) {
       r.sizes.body += t.n_bytes;
     }
   }
+  if (r.architecture != kQwen35MoeArch) {
+    r.not_runnable = str_cat("architecture ", r.architecture.empty() ? "missing" : r.architecture,
+                             " (mtp.cpp runs qwen35moe)");
+  } else if (!lacking.empty()) {
+    std::string list;
+    for (const auto& [type, n] : lacking)
+      list += str_cat(list.empty() ? "" : ", ", type, " (", n, n == 1 ? " tensor)" : " tensors)");
+    r.not_runnable = str_cat("types not implemented here: ", list, "; the first is ", first_lacking);
+  }
+  r.runnable = r.not_runnable.empty();
   r.sizes.index = file.data_offset();
   if (!r.mtp_tensors.empty()) r.mtp_block = mtp_start;
 

@@ -75,6 +75,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const InspectRepor
   for (const auto& [name, usage] : r.types) {
     row("tensor types " + name, str_cat(usage.count, " tensors, ", human_bytes(usage.bytes)));
   }
+  row("runs in mtp.cpp", r.runnable ? "yes" : "no: " + r.not_runnable);
   row("size: body", human_bytes(r.sizes.body));
   row("size: MTP block", human_bytes(r.sizes.mtp));
   row("size: embeddings+output", human_bytes(r.sizes.embeddings_output));
@@ -180,6 +181,8 @@ nlohmann::json report_json(const InspectReport& r, const GgufFile& file, const I
   json types = json::object();
   for (const auto& [name, u] : r.types) types[name] = {{"count", u.count}, {"bytes", u.bytes}};
   j["tensor_types"] = types;
+  j["runnable"] = r.runnable;
+  if (!r.runnable) j["not_runnable"] = r.not_runnable;
   j["sizes"] = {{"body", r.sizes.body},
                 {"mtp", r.sizes.mtp},
                 {"embeddings_output", r.sizes.embeddings_output},

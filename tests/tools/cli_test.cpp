@@ -158,6 +158,31 @@ TEST(Cli, InspectHandlesOtherArchitectures) {
   EXPECT_NE(r.output.find("architecture             llama"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("block_count              2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("MTP block                absent"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("runs in mtp.cpp          no: architecture llama (mtp.cpp runs qwen35moe)"),
+            std::string::npos)
+      << r.output;
+}
+
+// A qwen35moe file with types mtp.cpp does not compute (as unsloth's UD-IQ files carry) says so, with counts.
+TEST(Cli, InspectNamesTheTypesThatDoNotRunHere) {
+  testing::TempDir dir;
+  Metadata md;
+  md.set("general.architecture", Value::string("qwen35moe"));
+  testing::write_gguf(dir.file("iq.gguf"), md,
+                      {{"blk.0.ffn_up_exps.weight", GgmlType::IQ3_XXS, {256, 2, 1, 1}},
+                       {"blk.0.ffn_down_exps.weight", GgmlType::IQ2_XXS, {256, 1, 1, 1}},
+                       {"blk.1.ffn_down_exps.weight", GgmlType::IQ2_XXS, {256, 1, 1, 1}},
+                       {"output.weight", GgmlType::Q6_K, {256, 1, 1, 1}}},
+                      {std::vector<uint8_t>(2 * 98), std::vector<uint8_t>(66), std::vector<uint8_t>(66),
+                       std::vector<uint8_t>(210)});
+  auto r = run_mtp("inspect " + dir.file("iq.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("runs in mtp.cpp          no: types not implemented here: iq2_xxs (2 tensors), "
+                          "iq3_xxs (1 tensor); the first is blk.0.ffn_up_exps.weight"),
+            std::string::npos)
+      << r.output;
+  auto j = run_mtp("inspect --json " + dir.file("iq.gguf"));
+  EXPECT_NE(j.output.find("\"runnable\": false"), std::string::npos) << j.output;
 }
 
 }  // namespace

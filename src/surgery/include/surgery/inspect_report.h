@@ -55,6 +55,11 @@ struct InspectReport {
   std::optional<uint64_t> n_merges;
 
   std::map<std::string, TypeUsage> types;  // by type name
+  // Whether `mtp run` can compute this file's tensors: the architecture is qwen35moe and every tensor's type
+  // is one the quant library decodes. Otherwise `not_runnable` says why in one line (the types it lacks, with
+  // their counts, and the first such tensor).
+  bool runnable = false;
+  std::string not_runnable;
   SizeSplit sizes;
   std::vector<std::string> warnings;  // inconsistencies worth a person's attention
 };
