@@ -1,14 +1,17 @@
 // Arm kernels (the `neon` level: AArch64 NEON with the dot-product extension, ARMv8.2-A and later: Graviton
 // 2-4, Ampere Altra, Neoverse, Cortex-A76 and later, Apple M1 and later) for the quantized types of the model
-// files: IQ4_XS, Q8_0, Q4_K, Q5_K and Q6_K weights against Q8_K / Q8_0 activations, and the float types (F32,
-// F16, BF16) against f32 activations. Q4_0, IQ4_NL and MXFP4 run their scalar kernels at this level.
+// files: IQ4_XS, Q4_K, Q5_K and Q6_K weights against Q8_K activations, the 32-element block types (Q8_0,
+// Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, MXFP4) against Q8_0 ones, and the float types (F32, F16, BF16) against f32
+// activations. Q2_K and Q3_K run their scalar kernels at this level.
 //
 // Canonical order of one (weight row, activation row) pair, that of the AVX2 level (matmul_avx2_iq4xs.cpp,
 // matmul_avx2_q8_0.cpp, matmul_avx2_q45k.cpp, matmul_avx2_q6k.cpp), so an Arm machine and an x86 one at
 // `avx2` give the same bits. Per super-block (block for Q8_0) sb, in order from 0, with exact int32 sums:
 //   IQ4_XS: isum(sb) = sum over sub-blocks j of (ls_j - 32) * (sum of 32 q * w);
 //           acc = fma(float(isum(sb)), d_w(sb) * d_x(sb), acc)
-//   Q8_0:   isum_b = the 32 products of block b; acc = fma(float(isum_b), d_w(b) * d_x(b), acc)
+//   Q8_0 and the other 32-element types: isum_b = the 32 products of block b's levels;
+//           acc = fma(float(isum_b), d_w(b) * d_x(b), acc), then for Q4_1 and Q5_1
+//           acc = fma(xsum_b, m_w(b) * d_x(b), acc) with xsum_b the block's activation sum
 //   Q6_K:   isum(sb) = sum over the 16 sub-blocks i of sc_i * (sum of 16 (u - 32) * x); as IQ4_XS
 //   Q4_K, Q5_K: isum(sb) = sum over j of sc_j * (sum of 32 q * x), msum(sb) = sum over j of m_j * (sum of
 //           32 x); acc = fma(float(isum), d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm);
@@ -91,26 +94,99 @@ struct Iq4xsRow {
   }
 };
 
-// ---- Q8_0 ----
+// ---- the 32-element block types ----
+//
+// A decoder gives a block's bytes (kBytes), its levels as two int8x16 (elements 0-15 and 16-31), its scale,
+// and for the formats with a min (kMin) the min.
 
-template <int NR>
-struct Q8_0Row {
-  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < l.nb; ++b) {
-      const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w + b * sizeof(BlockQ8_0));
-      const int8x16_t w0 = vld1q_s8(blk->qs), w1 = vld1q_s8(blk->qs + 16);
-      int32x4_t s[kRowsPerCall];
-      float dx[kRowsPerCall] = {};
-      for (int r = 0; r < NR; ++r) {
-        const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 32 * b;
-        s[r] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(xq)), w1, vld1q_s8(xq + 16));
-        dx[r] = act_d(x[r], l)[b];
-      }
-      acc = add_scaled(acc, row_totals<NR>(s), fp16_to_fp32(blk->d), dx);
-    }
-    store_rows<NR>(acc, out);
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+struct DecQ8_0 {
+  static constexpr int64_t kBytes = sizeof(BlockQ8_0);
+  static constexpr bool kMin = false;
+  TD static void levels(const uint8_t* blk, int8x16_t* v) {
+    v[0] = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
+    v[1] = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
   }
+  static float d(const uint8_t* blk) { return fp16_to_fp32(load_u16(blk)); }
+};
+
+constexpr int8_t kQ4_0Values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+constexpr int8_t kU4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// 16 bytes of nibble pairs at qs through a table: the low nibbles are elements 0-15, the high ones 16-31.
+TD inline void nibble_levels(const uint8_t* qs, const int8_t* values, int8x16_t* v) {
+  const int8x16_t table = vld1q_s8(values);
+  const uint8x16_t q = vld1q_u8(qs);
+  v[0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0F)));
+  v[1] = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+}
+
+// Q4_0, IQ4_NL (fp16 d at 0, qs at 2), Q4_1 (d, m, qs at 4), MXFP4 (an E8M0 exponent, qs at 1).
+template <const int8_t* kValues, GgmlType kType>
+struct DecNibbles {
+  static constexpr int64_t kBytes = kType == GgmlType::Q4_1 ? 20 : kType == GgmlType::MXFP4 ? 17 : 18;
+  static constexpr bool kMin = kType == GgmlType::Q4_1;
+  TD static void levels(const uint8_t* blk, int8x16_t* v) {
+    nibble_levels(blk + (kType == GgmlType::Q4_1 ? 4 : kType == GgmlType::MXFP4 ? 1 : 2), kValues, v);
+  }
+  static float d(const uint8_t* blk) {
+    return kType == GgmlType::MXFP4 ? mxfp4_scale(blk[0]) : fp16_to_fp32(load_u16(blk));
+  }
+  static float m(const uint8_t* blk) { return fp16_to_fp32(load_u16(blk + 2)); }
+};
+
+// Q5_0 (d, qh at 2, qs at 6; levels q - 16) and Q5_1 (d, m, qh at 4, qs at 8; levels q): the nibbles plus
+// 0x10 where bit j of the u32 qh is set (byte j / 8 of qh tested against bit j % 8).
+template <bool kHasMin>
+struct DecQ5 {
+  static constexpr int64_t kBytes = kHasMin ? 24 : 22;
+  static constexpr bool kMin = kHasMin;
+  TD static void levels(const uint8_t* blk, int8x16_t* v) {
+    const uint8_t* qh = blk + (kHasMin ? 4 : 2);
+    nibble_levels(qh + 4, kU4Values, v);
+    const uint8x16_t bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t bytes = vcombine_u8(vdup_n_u8(qh[2 * h]), vdup_n_u8(qh[2 * h + 1]));
+      const uint8x16_t fifth = vandq_u8(vtstq_u8(bytes, bit), vdupq_n_u8(0x10));
+      v[h] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(v[h]), fifth)),
+                      vdupq_n_s8(kHasMin ? 0 : 16));
+    }
+  }
+  static float d(const uint8_t* blk) { return fp16_to_fp32(load_u16(blk)); }
+  static float m(const uint8_t* blk) { return fp16_to_fp32(load_u16(blk + 2)); }
+};
+
+template <class Dec>
+struct B32 {
+  template <int NR>
+  struct Row {
+    TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+      float32x4_t acc = vdupq_n_f32(0.0f);
+      for (int64_t b = 0; b < l.nb; ++b) {
+        const uint8_t* blk = w + b * Dec::kBytes;
+        int8x16_t v[2];
+        Dec::levels(blk, v);
+        int32x4_t s[kRowsPerCall];
+        float dx[kRowsPerCall] = {}, xsum[kRowsPerCall] = {};
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 32 * b;
+          s[r] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), v[0], vld1q_s8(xq)), v[1], vld1q_s8(xq + 16));
+          dx[r] = act_d(x[r], l)[b];
+          xsum[r] = act_xsum(x[r], l)[b];
+        }
+        acc = add_scaled(acc, row_totals<NR>(s), Dec::d(blk), dx);
+        if constexpr (Dec::kMin) {
+          acc = vfmaq_f32(acc, vld1q_f32(xsum), vmulq_n_f32(vld1q_f32(dx), Dec::m(blk)));
+        }
+      }
+      store_rows<NR>(acc, out);
+    }
+  };
 };
 
 // ---- Q6_K ----
@@ -290,7 +366,13 @@ KernelSet make_set() {
   KernelSet s = scalar_kernels();
   s.tile_rows = kMaxTileRows;
   s.dot[static_cast<int>(GgmlType::IQ4_XS)] = rows<Iq4xsRow>;
-  s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<Q8_0Row>;
+  s.dot[static_cast<int>(GgmlType::Q8_0)] = rows<B32<DecQ8_0>::Row>;
+  s.dot[static_cast<int>(GgmlType::Q4_0)] = rows<B32<DecNibbles<kQ4_0Values, GgmlType::Q4_0>>::Row>;
+  s.dot[static_cast<int>(GgmlType::IQ4_NL)] = rows<B32<DecNibbles<kIq4nlValues, GgmlType::IQ4_NL>>::Row>;
+  s.dot[static_cast<int>(GgmlType::Q4_1)] = rows<B32<DecNibbles<kU4Values, GgmlType::Q4_1>>::Row>;
+  s.dot[static_cast<int>(GgmlType::MXFP4)] = rows<B32<DecNibbles<kMxfp4Values, GgmlType::MXFP4>>::Row>;
+  s.dot[static_cast<int>(GgmlType::Q5_0)] = rows<B32<DecQ5<false>>::Row>;
+  s.dot[static_cast<int>(GgmlType::Q5_1)] = rows<B32<DecQ5<true>>::Row>;
   s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<Q6kRow>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<Q4kRow>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<Q5kRow>;

@@ -64,8 +64,8 @@ float q8_0_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::
   return acc;
 }
 
-// MXFP4 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp): Q8_0's order, the doubled E2M1 values against the
-// activations, d_w = 2^(e - 128).
+// MXFP4 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp, matmul_neon.cpp): Q8_0's order, the doubled E2M1
+// values against the activations, d_w = 2^(e - 128).
 float mxfp4_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
   float acc = 0.0f;
   for (int64_t b = 0; b < l.nb; ++b) {
@@ -81,9 +81,9 @@ float mxfp4_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail:
   return acc;
 }
 
-// Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp): Q8_0's order on each block's
-// levels (quant/blocks.h), then for Q4_1 and Q5_1 acc = fma(xsum_b, m_w * d_x, acc), xsum_b the block's
-// activation sum.
+// Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 (matmul_avx2_q8_0.cpp, matmul_avx512_q8_0.cpp, matmul_neon.cpp): Q8_0's
+// order on each block's levels (quant/blocks.h), then for Q4_1 and Q5_1 acc = fma(xsum_b, m_w * d_x, acc),
+// xsum_b the block's activation sum.
 template <GgmlType kType>
 float nibble_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
   const int64_t bytes = type_traits(kType).type_size;
@@ -323,12 +323,12 @@ INSTANTIATE_TEST_SUITE_P(
     Types, CanonicalOrder,
     ::testing::Values(Case{GgmlType::IQ4_XS, {Isa::kAvx2, Isa::kNeon}, iq4xs_canonical},
                       Case{GgmlType::Q8_0, kAllButScalar, q8_0_canonical},
-                      Case{GgmlType::MXFP4, {Isa::kAvx2, Isa::kAvx512}, mxfp4_canonical},
-                      Case{GgmlType::Q4_0, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q4_0>},
-                      Case{GgmlType::IQ4_NL, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::IQ4_NL>},
-                      Case{GgmlType::Q4_1, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q4_1>},
-                      Case{GgmlType::Q5_0, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q5_0>},
-                      Case{GgmlType::Q5_1, {Isa::kAvx2, Isa::kAvx512}, nibble_canonical<GgmlType::Q5_1>},
+                      Case{GgmlType::MXFP4, kAllButScalar, mxfp4_canonical},
+                      Case{GgmlType::Q4_0, kAllButScalar, nibble_canonical<GgmlType::Q4_0>},
+                      Case{GgmlType::IQ4_NL, kAllButScalar, nibble_canonical<GgmlType::IQ4_NL>},
+                      Case{GgmlType::Q4_1, kAllButScalar, nibble_canonical<GgmlType::Q4_1>},
+                      Case{GgmlType::Q5_0, kAllButScalar, nibble_canonical<GgmlType::Q5_0>},
+                      Case{GgmlType::Q5_1, kAllButScalar, nibble_canonical<GgmlType::Q5_1>},
                       Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
                       Case{GgmlType::Q3_K, {Isa::kAvx2, Isa::kAvx512}, q3k_canonical},
                       Case{GgmlType::Q2_K, {Isa::kAvx2, Isa::kAvx512}, q2k_canonical},
