@@ -1,8 +1,8 @@
 // Arm kernels (the `neon` level: AArch64 NEON with the dot-product extension, ARMv8.2-A and later: Graviton
 // 2-4, Ampere Altra, Neoverse, Cortex-A76 and later, Apple M1 and later) for the quantized types of the model
-// files: IQ4_XS, Q4_K, Q5_K and Q6_K weights against Q8_K activations, the 32-element block types (Q8_0,
-// Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, MXFP4) against Q8_0 ones, and the float types (F32, F16, BF16) against f32
-// activations. Q2_K and Q3_K run their scalar kernels at this level.
+// files: IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K weights against Q8_K activations, the 32-element block types
+// (Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, MXFP4) against Q8_0 ones, and the float types (F32, F16, BF16)
+// against f32 activations.
 //
 // Canonical order of one (weight row, activation row) pair, that of the AVX2 level (matmul_avx2_iq4xs.cpp,
 // matmul_avx2_q8_0.cpp, matmul_avx2_q45k.cpp, matmul_avx2_q6k.cpp), so an Arm machine and an x86 one at
@@ -12,7 +12,9 @@
 //   Q8_0 and the other 32-element types: isum_b = the 32 products of block b's levels;
 //           acc = fma(float(isum_b), d_w(b) * d_x(b), acc), then for Q4_1 and Q5_1
 //           acc = fma(xsum_b, m_w(b) * d_x(b), acc) with xsum_b the block's activation sum
-//   Q6_K:   isum(sb) = sum over the 16 sub-blocks i of sc_i * (sum of 16 (u - 32) * x); as IQ4_XS
+//   Q6_K, Q3_K: isum(sb) = sum over the 16 sub-blocks i of sc_i * (sum of 16 (u - offset) * x); as IQ4_XS
+//   Q2_K:   isum as Q6_K's with the unsigned two-bit values, msum(sb) = sum over i of m_i * (sum of 16 x); as
+//           Q4_K below
 //   Q4_K, Q5_K: isum(sb) = sum over j of sc_j * (sum of 32 q * x), msum(sb) = sum over j of m_j * (sum of
 //           32 x); acc = fma(float(isum), d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm);
 //           out = acc - accm
@@ -207,31 +209,99 @@ TD inline void q6k_half(const BlockQ6_K& b, int h, int8x16_t (&v)[8]) {
   }
 }
 
-template <int NR>
-struct Q6kRow {
-  TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t sb = 0; sb < l.nb; ++sb) {
-      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w)[sb];
-      int32x4_t isum[kRowsPerCall];
-      for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
-      for (int h = 0; h < 2; ++h) {
-        int8x16_t v[8];
-        q6k_half(blk, h, v);
-        for (int i = 0; i < 8; ++i) {
-          const int s = 8 * h + i;
-          for (int r = 0; r < NR; ++r) {
-            const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 16 * s;
-            isum[r] = vmlaq_n_s32(isum[r], vdotq_s32(vdupq_n_s32(0), v[i], vld1q_s8(xq)), blk.scales[s]);
+struct Q6kDec {
+  static constexpr bool kMin = false;
+  TD static void half(const uint8_t* blk, int h, int8x16_t (&v)[8]) {
+    q6k_half(*reinterpret_cast<const BlockQ6_K*>(blk), h, v);
+  }
+  static int scale(const uint8_t* blk, int s) { return reinterpret_cast<const BlockQ6_K*>(blk)->scales[s]; }
+  static float d(const uint8_t* blk) { return fp16_to_fp32(reinterpret_cast<const BlockQ6_K*>(blk)->d); }
+};
+
+// The two low bits of sub-blocks 8h..8h+7 of a Q2_K / Q3_K super-block (sub-block 8h + i: bits 2 (i / 2) of
+// qs bytes 32h + 16 (i % 2)..+15).
+TD inline void two_bits_half(const uint8_t* qs, int h, uint8x16_t (&u)[8]) {
+  const uint8x16_t q[2] = {vld1q_u8(qs + 32 * h), vld1q_u8(qs + 32 * h + 16)};
+  for (int i = 0; i < 8; ++i) {
+    u[i] = vandq_u8(vshlq_u8(q[i % 2], vdupq_n_s8(static_cast<int8_t>(-2 * (i / 2)))), vdupq_n_u8(3));
+  }
+}
+
+// Q3_K: the low bits, the third from hmask bytes 16 (i % 2)..+15 bit 4h + i / 2, minus 4.
+struct Q3kDec {
+  static constexpr bool kMin = false;
+  TD static void half(const uint8_t* blk, int h, int8x16_t (&v)[8]) {
+    const BlockQ3_K& b = *reinterpret_cast<const BlockQ3_K*>(blk);
+    uint8x16_t u[8];
+    two_bits_half(b.qs, h, u);
+    const uint8x16_t hm[2] = {vld1q_u8(b.hmask), vld1q_u8(b.hmask + 16)};
+    for (int i = 0; i < 8; ++i) {
+      const uint8x16_t bit =
+          vandq_u8(vshlq_u8(hm[i % 2], vdupq_n_s8(static_cast<int8_t>(-(4 * h + i / 2)))), vdupq_n_u8(1));
+      v[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(u[i], vshlq_n_u8(bit, 2))), vdupq_n_s8(4));
+    }
+  }
+  static int scale(const uint8_t* blk, int s) {
+    return unpack_q3_k_scale(s, reinterpret_cast<const BlockQ3_K*>(blk)->scales) - 32;
+  }
+  static float d(const uint8_t* blk) { return fp16_to_fp32(reinterpret_cast<const BlockQ3_K*>(blk)->d); }
+};
+
+// Q2_K: the two bits as they are, under 4-bit scales, with 4-bit mins.
+struct Q2kDec {
+  static constexpr bool kMin = true;
+  TD static void half(const uint8_t* blk, int h, int8x16_t (&v)[8]) {
+    uint8x16_t u[8];
+    two_bits_half(reinterpret_cast<const BlockQ2_K*>(blk)->qs, h, u);
+    for (int i = 0; i < 8; ++i) v[i] = vreinterpretq_s8_u8(u[i]);
+  }
+  static int scale(const uint8_t* blk, int s) {
+    return reinterpret_cast<const BlockQ2_K*>(blk)->scales[s] & 15;
+  }
+  static int min(const uint8_t* blk, int s) {
+    return reinterpret_cast<const BlockQ2_K*>(blk)->scales[s] >> 4;
+  }
+  static float d(const uint8_t* blk) { return fp16_to_fp32(reinterpret_cast<const BlockQ2_K*>(blk)->d); }
+  static float dmin(const uint8_t* blk) {
+    return fp16_to_fp32(reinterpret_cast<const BlockQ2_K*>(blk)->dmin);
+  }
+};
+
+// 16 sub-blocks of 16 under scales (avx2_k16_row.h's order: the signed levels' sums are that file's isum, as
+// exact integers); with mins msum = sum_s m_s * bsum_s, accm = fma(float(msum), dmin * d_x, accm), out = acc
+// - accm.
+template <class Dec, size_t kBlockBytes>
+struct K16 {
+  template <int NR>
+  struct Row {
+    TD static void run(const uint8_t* w, const uint8_t* const* x, const ActLayout& l, float* out) {
+      float32x4_t acc = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
+      for (int64_t sb = 0; sb < l.nb; ++sb) {
+        const uint8_t* blk = w + sb * kBlockBytes;
+        int32x4_t isum[kRowsPerCall];
+        int32_t msum[kRowsPerCall] = {};
+        for (int r = 0; r < NR; ++r) isum[r] = vdupq_n_s32(0);
+        for (int h = 0; h < 2; ++h) {
+          int8x16_t v[8];
+          Dec::half(blk, h, v);
+          for (int i = 0; i < 8; ++i) {
+            const int s = 8 * h + i;
+            for (int r = 0; r < NR; ++r) {
+              const int8_t* xq = reinterpret_cast<const int8_t*>(x[r]) + 256 * sb + 16 * s;
+              isum[r] =
+                  vmlaq_n_s32(isum[r], vdotq_s32(vdupq_n_s32(0), v[i], vld1q_s8(xq)), Dec::scale(blk, s));
+              if constexpr (Dec::kMin) msum[r] += Dec::min(blk, s) * act_bsums(x[r], l)[16 * sb + s];
+            }
           }
         }
+        float dx[kRowsPerCall] = {};
+        for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
+        acc = add_scaled(acc, row_totals<NR>(isum), Dec::d(blk), dx);
+        if constexpr (Dec::kMin) accm = add_scaled(accm, vld1q_s32(msum), Dec::dmin(blk), dx);
       }
-      float dx[kRowsPerCall] = {};
-      for (int r = 0; r < NR; ++r) dx[r] = act_d(x[r], l)[sb];
-      acc = add_scaled(acc, row_totals<NR>(isum), fp16_to_fp32(blk.d), dx);
+      store_rows<NR>(Dec::kMin ? vsubq_f32(acc, accm) : acc, out);
     }
-    store_rows<NR>(acc, out);
-  }
+  };
 };
 
 // ---- Q4_K and Q5_K ----
@@ -373,7 +443,9 @@ KernelSet make_set() {
   s.dot[static_cast<int>(GgmlType::MXFP4)] = rows<B32<DecNibbles<kMxfp4Values, GgmlType::MXFP4>>::Row>;
   s.dot[static_cast<int>(GgmlType::Q5_0)] = rows<B32<DecQ5<false>>::Row>;
   s.dot[static_cast<int>(GgmlType::Q5_1)] = rows<B32<DecQ5<true>>::Row>;
-  s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<Q6kRow>;
+  s.dot[static_cast<int>(GgmlType::Q6_K)] = rows<K16<Q6kDec, sizeof(BlockQ6_K)>::Row>;
+  s.dot[static_cast<int>(GgmlType::Q3_K)] = rows<K16<Q3kDec, sizeof(BlockQ3_K)>::Row>;
+  s.dot[static_cast<int>(GgmlType::Q2_K)] = rows<K16<Q2kDec, sizeof(BlockQ2_K)>::Row>;
   s.dot[static_cast<int>(GgmlType::Q4_K)] = rows<Q4kRow>;
   s.dot[static_cast<int>(GgmlType::Q5_K)] = rows<Q5kRow>;
   s.dot[static_cast<int>(GgmlType::F32)] = rows<F32Row>;

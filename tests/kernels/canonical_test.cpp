@@ -139,9 +139,9 @@ float q6k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::A
   return acc;
 }
 
-// Q3_K (matmul_avx2_q3k.cpp, which the AVX-512 level runs too): isum(sb) = sum over the 16 sub-blocks i of
-// (scale_i - 32) * (16 products of q - 4), exact; acc = fma(float(isum), d_w * d_x, acc). The element layout
-// is written out here from the format (quant/blocks.h), not taken from the quantizer.
+// Q3_K (matmul_avx2_q3k.cpp, which the AVX-512 level runs too, and matmul_neon.cpp): isum(sb) = sum over the
+// 16 sub-blocks i of (scale_i - 32) * (16 products of q - 4), exact; acc = fma(float(isum), d_w * d_x, acc).
+// The element layout is written out here from the format (quant/blocks.h), not taken from the quantizer.
 float q3k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
   float acc = 0.0f;
   for (int64_t sb = 0; sb < l.nb; ++sb) {
@@ -164,10 +164,10 @@ float q3k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::A
   return acc;
 }
 
-// Q2_K (matmul_avx2_q2k.cpp, which the AVX-512 level runs too): isum(sb) = sum over the 16 sub-blocks i of
-// sc_i * (16 products of the two-bit q), msum(sb) = sum over i of m_i * (sum of the 16 x), exact; acc =
-// fma(float(isum), d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm); out = acc - accm. The layout is
-// written out from the format (quant/blocks.h).
+// Q2_K (matmul_avx2_q2k.cpp, which the AVX-512 level runs too, and matmul_neon.cpp): isum(sb) = sum over the
+// 16 sub-blocks i of sc_i * (16 products of the two-bit q), msum(sb) = sum over i of m_i * (sum of the 16 x),
+// exact; acc = fma(float(isum), d * d_x, acc), accm = fma(float(msum), dmin * d_x, accm); out = acc - accm.
+// The layout is written out from the format (quant/blocks.h).
 float q2k_canonical(const uint8_t* w, const uint8_t* x, const kernels::detail::ActLayout& l, Isa isa) {
   float acc = 0.0f, accm = 0.0f;
   for (int64_t sb = 0; sb < l.nb; ++sb) {
@@ -330,8 +330,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{GgmlType::Q5_0, kAllButScalar, nibble_canonical<GgmlType::Q5_0>},
                       Case{GgmlType::Q5_1, kAllButScalar, nibble_canonical<GgmlType::Q5_1>},
                       Case{GgmlType::Q6_K, kAllButScalar, q6k_canonical},
-                      Case{GgmlType::Q3_K, {Isa::kAvx2, Isa::kAvx512}, q3k_canonical},
-                      Case{GgmlType::Q2_K, {Isa::kAvx2, Isa::kAvx512}, q2k_canonical},
+                      Case{GgmlType::Q3_K, kAllButScalar, q3k_canonical},
+                      Case{GgmlType::Q2_K, kAllButScalar, q2k_canonical},
                       Case{GgmlType::Q4_K, kAllButScalar, q45k_canonical<false>},
                       Case{GgmlType::Q5_K, kAllButScalar, q45k_canonical<true>},
                       Case{GgmlType::F32, {Isa::kAvx2, Isa::kNeon}, float_canonical<GgmlType::F32>},
