@@ -68,10 +68,10 @@ CommandRunner register_quantize(CLI::App& app) {
   cmd->add_option("output", a->output, "Output GGUF (written to a temporary file, renamed when complete)")
       ->required();
   cmd->add_option("type", a->type_positional, "The target type as llama-quantize takes it (or --type)");
-  cmd->add_option(
-      "--type", a->type,
-      "Target (required, here or as the third positional): Q8_0 Q4_0 Q3_K(_S/_M/_L) Q4_K(_S/_M) Q5_K(_S/_M) "
-      "Q6_K IQ4_NL IQ4_XS MXFP4_MOE F16 BF16 F32, or an ftype number");
+  cmd->add_option("--type", a->type,
+                  "Target (required, here or as the third positional): Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K(_S) "
+                  "Q3_K(_S/_M/_L) Q4_K(_S/_M) Q5_K(_S/_M) "
+                  "Q6_K IQ4_NL IQ4_XS MXFP4_MOE F16 BF16 F32, or an ftype number");
   cmd->add_option("--keep", a->keep,
                   "Copy tensors matching this glob unchanged (e.g. 'blk.40.*'); repeatable");
   cmd->add_option("--tensor-type", a->tensor_types, "PATTERN=TYPE (regex, first match wins); repeatable");
