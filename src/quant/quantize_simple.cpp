@@ -1,5 +1,5 @@
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and MXFP4 reference quantizers (docs/formats.md 3.2, 3.3, 3.16, 3.14) and the
-// plain float conversions (3.1).
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and MXFP4 reference quantizers (docs/formats.md 3.2, 3.3, 3.16, 3.14), in that
+// order, and the plain float conversions (3.1).
 #include <cmath>
 #include <cstring>
 
@@ -113,40 +113,6 @@ float min_max_levels(const float* x, uint8_t* levels, float* min_out) {
   return d;
 }
 
-// The level whose value (kMxfp4Values[i] * d) is nearest to x; the first of equally near ones.
-uint8_t nearest_mxfp4_level(float x, float d) {
-  uint8_t best = 0;
-  float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x);
-  for (uint8_t i = 1; i < 16; ++i) {
-    const float err = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - x);
-    if (err < best_err) best = i, best_err = err;
-  }
-  return best;
-}
-
-}  // namespace
-
-void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQKMxfp4; ++b) {
-    const float* x = src + b * kQKMxfp4;
-    float amax = 0;
-    for (int j = 0; j < kQKMxfp4; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    // The exponent puts amax in [4, 8) times 2^(e - 127), the top binade of E2M1 (4, 6). ggml converts the
-    // float to uint8_t; through int the conversion is defined for blocks below 2^-125 too, with the bits
-    // x86 gives ggml's.
-    const uint8_t e =
-        amax > 0 ? static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2 + 127)) : uint8_t{0};
-    const float d = mxfp4_scale(e);
-    dst[b].e = e;
-    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
-      dst[b].qs[j] = static_cast<uint8_t>(nearest_mxfp4_level(x[j], d) |
-                                          (nearest_mxfp4_level(x[j + kQKMxfp4 / 2], d) << 4));
-    }
-  }
-}
-
-namespace {
-
 // Q4_1 and Q5_1 (nmax 15, 31): per block the min/max fit, or with an imatrix the asymmetric search (3.0.4,
 // make_qkx3_quants: rmin -0.9, rdelta 0.05, 36 steps).
 template <int kNmax, typename Block, typename Pack>
@@ -212,6 +178,40 @@ void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n, const float*
     }
     dst[b].d = fp32_to_fp16(d);
     pack_five_bits(levels, dst[b].qs, dst[b].qh);
+  }
+}
+
+namespace {
+
+// The level whose value (kMxfp4Values[i] * d) is nearest to x; the first of equally near ones.
+uint8_t nearest_mxfp4_level(float x, float d) {
+  uint8_t best = 0;
+  float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x);
+  for (uint8_t i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - x);
+    if (err < best_err) best = i, best_err = err;
+  }
+  return best;
+}
+
+}  // namespace
+
+void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQKMxfp4; ++b) {
+    const float* x = src + b * kQKMxfp4;
+    float amax = 0;
+    for (int j = 0; j < kQKMxfp4; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    // The exponent puts amax in [4, 8) times 2^(e - 127), the top binade of E2M1 (4, 6). ggml converts the
+    // float to uint8_t; through int the conversion is defined for blocks below 2^-125 too, with the bits
+    // x86 gives ggml's.
+    const uint8_t e =
+        amax > 0 ? static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2 + 127)) : uint8_t{0};
+    const float d = mxfp4_scale(e);
+    dst[b].e = e;
+    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+      dst[b].qs[j] = static_cast<uint8_t>(nearest_mxfp4_level(x[j], d) |
+                                          (nearest_mxfp4_level(x[j + kQKMxfp4 / 2], d) << 4));
+    }
   }
 }
 
