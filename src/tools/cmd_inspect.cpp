@@ -73,7 +73,8 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const InspectRepor
                              r.n_tokens.value_or(0), " tokens, ", r.n_merges.value_or(0), " merges"));
   }
   for (const auto& [name, usage] : r.types) {
-    row("tensor types " + name, str_cat(usage.count, " tensors, ", human_bytes(usage.bytes)));
+    row("tensor types " + name,
+        str_cat(usage.count, usage.count == 1 ? " tensor, " : " tensors, ", human_bytes(usage.bytes)));
   }
   row("runs in mtp.cpp", r.runnable ? "yes" : "no: " + r.not_runnable);
   row("size: body", human_bytes(r.sizes.body));
