@@ -114,14 +114,16 @@ MTP_TARGET_AVX2 void k16_packed_pass(const uint8_t* tile, const uint8_t* const* 
         Sums::template chunk<NR>(hdr, h, sc_pair, sb, j, xs, isum);
       }
       const __m256 d = F::d(hdr, h);
+      __m256 dmin = _mm256_setzero_ps();  // formats with mins
+      if constexpr (F::kHasMins) dmin = F::dmin(hdr, h);
       for (int r = 0; r < NR; ++r) {
         const __m256i corr = k16_scale_sums(bs_pair, act_bsums(x[r], l) + 16 * sb);
         const __m256 xd = _mm256_set1_ps(act_d(x[r], l)[sb]);
         __m256i total = isum[r];
         if constexpr (F::kHasMins) {
           float* am = accm + 16 * r + 8 * h;
-          _mm256_store_ps(am, _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(F::dmin(hdr, h), xd),
-                                              _mm256_load_ps(am)));
+          _mm256_store_ps(
+              am, _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(dmin, xd), _mm256_load_ps(am)));
         } else {
           total = _mm256_sub_epi32(total, _mm256_slli_epi32(corr, F::kOffsetShift));
         }

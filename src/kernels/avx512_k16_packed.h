@@ -65,6 +65,8 @@ MTP_TARGET_AVX512 void k16_pass512(const uint8_t* tile, const uint8_t* const* x,
       }
     }
     const __m512 d = F::d(hdr);
+    __m512 dmin = _mm512_setzero_ps();  // formats with mins
+    if constexpr (F::kHasMins) dmin = F::dmin(hdr);
     for (int r = 0; r < NR; ++r) {
       // sum_s bs_s * bsum_s: int16 pairs (bs_2k, bs_2k+1) against the bsums' own pairs.
       const int16_t* bsums = act_bsums(x[r], l) + 16 * sb;
@@ -80,8 +82,8 @@ MTP_TARGET_AVX512 void k16_pass512(const uint8_t* tile, const uint8_t* const* x,
       __m512i total = isum[r];
       if constexpr (F::kHasMins) {
         float* am = accm + 16 * r;
-        _mm512_store_ps(am, _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_mul_ps(F::dmin(hdr), xd),
-                                            _mm512_load_ps(am)));
+        _mm512_store_ps(
+            am, _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_mul_ps(dmin, xd), _mm512_load_ps(am)));
       } else {
         total = _mm512_sub_epi32(total, _mm512_slli_epi32(corr, F::kOffsetShift));
       }

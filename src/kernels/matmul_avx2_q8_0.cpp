@@ -174,12 +174,13 @@ T2 void b32_pass(const uint8_t* tile, const uint8_t* const* x, const ActLayout& 
       __m256i s[NR];
       Sums::template block<NR>(piece, h, b, x, s);
       const __m256 wd = F::scales(tile + b * F::kScaleBytes, h);
+      __m256 wm = _mm256_setzero_ps();  // the min formats' m
+      if constexpr (F::kMin) wm = F::mins(tile + b * F::kScaleBytes, h);
       for (int r = 0; r < NR; ++r) {
         float* a = acc + 16 * r + 8 * h;
         const __m256 dx = _mm256_set1_ps(act_d(x[r], l)[b]);
         __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(wd, dx), _mm256_load_ps(a));
         if constexpr (F::kMin) {
-          const __m256 wm = F::mins(tile + b * F::kScaleBytes, h);
           y = _mm256_fmadd_ps(_mm256_set1_ps(act_xsum(x[r], l)[b]), _mm256_mul_ps(wm, dx), y);
         }
         _mm256_store_ps(a, y);

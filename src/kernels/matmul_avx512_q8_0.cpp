@@ -146,12 +146,13 @@ T512 void b32_rows(const uint8_t* tile, int64_t nb, const uint8_t* const* x, con
     }
     const __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(s0, s1));
     const __m512 wd = F::scales(tile + b * F::kScaleBytes);
+    __m512 wm = _mm512_setzero_ps();  // the min formats' m
+    if constexpr (F::kMin) wm = F::mins(tile + b * F::kScaleBytes);
     for (int r = 0; r < NR; ++r) {
       const __m512i t = dot32_lanes(corr, x[r] + 32 * b, wv);
       const __m512 dx = _mm512_set1_ps(act_d(x[r], l)[b]);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(wd, dx), acc[r]);
       if constexpr (F::kMin) {
-        const __m512 wm = F::mins(tile + b * F::kScaleBytes);
         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(act_xsum(x[r], l)[b]), _mm512_mul_ps(wm, dx), acc[r]);
       }
     }

@@ -61,7 +61,7 @@ struct ActLayout {
   int64_t aux_off = 0;  // xsum (kQ8_0) or bsums (kQ8_K)
   int64_t sq_off = 0;   // kQ8_K: signed qs (Isa::kAvx512: a copy, then xcorr at xc_off; else 0: qs itself)
   int64_t xc_off = 0;
-  int64_t stride = 0;    // bytes per row
+  int64_t stride = 0;  // bytes per row
 };
 
 inline constexpr int kMaxTileRows = 8;
