@@ -8,9 +8,11 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/ceiling.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -144,6 +146,20 @@ inline double stream_copy_gbs(ThreadPool* pool, int64_t bytes = int64_t{512} << 
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) best = std::max(best, probe.copy_gbs());
   return best;
+}
+
+// The level's int8 multiply-add ceiling (kernels/ceiling.h) on `threads` threads at once, one probe each, the
+// rates added: what a compute-bound prompt pass is measured against.
+inline kernels::MaddCeiling madd_ceiling(int threads, double seconds = 0.2) {
+  std::vector<kernels::MaddCeiling> each(static_cast<size_t>(threads));
+  std::vector<std::thread> workers;
+  for (int t = 1; t < threads; ++t)
+    workers.emplace_back([&each, t, seconds] { each[t] = kernels::int8_madd_ceiling(seconds); });
+  each[0] = kernels::int8_madd_ceiling(seconds);
+  for (std::thread& w : workers) w.join();
+  kernels::MaddCeiling all = each[0];
+  for (int t = 1; t < threads; ++t) all.macs_per_second += each[t].macs_per_second;
+  return all;
 }
 
 }  // namespace mtp::bench

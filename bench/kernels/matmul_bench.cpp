@@ -177,7 +177,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Copy bandwidth, decode-sized and prompt-sized matmul rates per weight type", "kernels_bench"};
   app.add_option("--types", type_names, "Weight types, comma-separated (default q8_0,iq4_xs,q4_K,q6_K)")
       ->delimiter(',');
-  app.add_option("--isa", isa, "Kernel level: scalar, avx2 (plain), avxvnni, avx512 or neon (default: the best)");
+  app.add_option("--isa", isa,
+                 "Kernel level: scalar, avx2 (plain), avxvnni, avx512 or neon (default: the best)");
   app.add_flag("!--no-head", head, "Skip the output head's shape");
   app.add_flag("!--gemm-only", decode, "Only the prompt-sized batches");
   app.add_option("--pool-mb", pool_mb, "MiB of weight copies the decode rows cycle through")
@@ -206,6 +207,10 @@ int main(int argc, char** argv) {
     if (head) bench_shape(t, 2048, 248320, pool_bytes, &tp2, bw1, bw2, 3);
   }
   std::printf("\nPrompt-sized batches (one 2048x512 / 512x2048 matrix, weights cache-resident):\n");
+  const kernels::MaddCeiling c1 = bench::madd_ceiling(1), c2 = bench::madd_ceiling(2);
+  if (c1.sequence != nullptr)
+    std::printf("  int8 multiply-add ceiling (%s): 1 thread %.1f GMAC/s, 2 threads %.1f GMAC/s\n",
+                c1.sequence, c1.macs_per_second / 1e9, c2.macs_per_second / 1e9);
   for (GgmlType t : types) {
     bench_gemm(t, 2048, 512, &tp2);
     bench_gemm(t, 512, 2048, &tp2);

@@ -2,9 +2,10 @@
 // depths, the fraction of the memory-bandwidth limit at decode (weight bytes touched per token / STREAM-copy
 // bandwidth measured in this run with as many threads; also against a read-only stream, which is what decode
 // does), the cost of verify batches of k+1 rows relative to one row, and pp512 with
-// the multiply-add rate it implies. A program printing numbers, not a test; the machine is shared, so compare
-// ratios within one run: the decode fractions pair each slice of 8 tokens with the bandwidth probes run just
-// before it (the figures once at the start are printed too).
+// the multiply-add rate it implies, against the kernel level's int8 ceiling on as many threads
+// (kernels/ceiling.h). A program printing numbers, not a test; the machine is shared, so compare ratios
+// within one run: the decode fractions pair each slice of 8 tokens with the bandwidth probes run just before
+// it (the figures once at the start are printed too).
 //
 //   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16] [--pp-reps 2]
 //                [--cache-type f32|f16|q8_0] [--profile] [--profile-rows 1,4]
@@ -50,8 +51,9 @@ Spread spread(std::vector<double> v) {
 }
 
 struct Touched {
-  double bytes = 0;  // weight bytes read per decode token
-  double macs = 0;   // multiply-adds per token (weight elements used)
+  double bytes = 0;      // weight bytes read per decode token
+  double macs = 0;       // multiply-adds per token (weight elements used)
+  double head_macs = 0;  // of them, the output head's: a prompt chunk runs it for its last row only
 };
 
 Touched add(Touched t, const TensorView& w, double fraction = 1.0) {
@@ -73,7 +75,10 @@ Touched touched_per_token(const Model& m) {
       t = add(t, *w);
     for (const TensorView* w : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps}) t = add(t, *w, frac);
   }
-  return add(t, m.weights().output);
+  t = add(t, m.weights().output);
+  t.head_macs =
+      static_cast<double>(m.weights().output.row_length()) * static_cast<double>(m.weights().output.n_rows());
+  return t;
 }
 
 // Where `steps` steps of `rows` rows of one sequence go, at depth 0: decode rows that stay (rows = 1) or
@@ -326,9 +331,18 @@ int main(int argc, char** argv) {
       secs.push_back(t.seconds());
       cpu.push_back((process_cpu_seconds() - c0) / (secs.back() * static_cast<double>(nt)));
     }
+    // Multiply-adds of the weight products in a 512-row chunk: every row through the trunk, the head once.
+    const double chunk_macs = 512 * (tt.macs - tt.head_macs) + tt.head_macs;
+    const kernels::MaddCeiling ceiling = bench::madd_ceiling(static_cast<int>(nt));
     for (size_t i = 0; i < secs.size(); ++i) {
-      std::printf("t=%lld pp512: %.1f tok/s, %.1f GMAC/s (weights only), cpu %.2f\n", (long long)nt,
-                  512 / secs[i], 512 * tt.macs / secs[i] / 1e9, cpu[i]);
+      const double gmacs = chunk_macs / secs[i] / 1e9;
+      std::printf("t=%lld pp512: %.1f tok/s, %.1f GMAC/s in weight products", (long long)nt, 512 / secs[i],
+                  gmacs);
+      if (ceiling.sequence != nullptr)
+        std::printf(" (%.0f%% of %.1f GMAC/s, the %s ceiling at %lld threads)",
+                    100 * gmacs / (ceiling.macs_per_second / 1e9), ceiling.macs_per_second / 1e9,
+                    ceiling.sequence, (long long)nt);
+      std::printf(", cpu %.2f\n", cpu[i]);
     }
     std::fflush(stdout);
   }

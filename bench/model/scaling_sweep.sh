@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Decode and prompt speed per thread count, and the speculative profiles at several concurrency levels, in one
 # bounded run: what to measure on a machine with many cores. For each thread count, `engine_bench --profile`
-# (decode tok/s, its fraction of the read-only stream measured beside it, pp512, and where a step's time
-# goes); with --peer NAME=BIN, that llama-bench on the same file and threads (pp512 and decode); then
-# `engine_sweep` with MTP off, always on and auto at the largest thread count. Prints one table at the end
-# (python3; our pp512 is the median of its repetitions); every program's own output stays in OUT, with
-# OUT/machine.txt (CPU, cores, memory, commands).
+# (decode tok/s, its fraction of the read-only stream measured beside it, pp512 and its fraction of the int8
+# multiply-add ceiling, and where a step's time goes); with --peer NAME=BIN, that llama-bench on the same file
+# and threads (pp512 and decode); then `engine_sweep` with MTP off, always on and auto at the largest thread
+# count. Prints one table at the end (python3; our pp512 is the median of its repetitions); every program's own
+# output stays in OUT, with OUT/machine.txt (CPU, cores, memory, commands).
 # Run from the repository root after a build (--bin DIR for binaries elsewhere, e.g. carried to another machine).
 #   bench/model/scaling_sweep.sh -m MODEL -o OUT [--threads 1,4,8,16] [--levels 1,4,16] [--decode 32]
 #     [--pp-reps 2] [--max-tokens 32] [--draft-max 3] [-np 16] [-c 8192] [--bin DIR] [--timeout 300]
@@ -108,8 +108,10 @@ names = [p.split("=", 1)[0] for p in peers]
 
 def mtp_figures(text):
     d = re.search(r"decode ([0-9.]+) tok/s \((\d+)% of bandwidth limit.*?(\d+)% of read-only", text)
-    pp = sorted(float(v) for v in re.findall(r"pp512: ([0-9.]+) tok/s", text))  # one line per repetition
-    return (float(d.group(1)) if d else None, d.group(3) + "%" if d else "-", pp[len(pp) // 2] if pp else None)
+    # One line per repetition: tok/s, and the fraction of the int8 multiply-add ceiling where the level has one.
+    pp = sorted((float(v), c or "-") for v, c in re.findall(r"pp512: ([0-9.]+) tok/s[^(\n]*(?:\((\d+%) of)?", text))
+    mid = pp[len(pp) // 2] if pp else (None, "-")
+    return (float(d.group(1)) if d else None, d.group(3) + "%" if d else "-", mid[0], mid[1])
 
 def peer_figures(text):
     # llama-bench's markdown rows: the test name, then "t/s" as "MEAN ± SD" in the last column.
@@ -123,7 +125,7 @@ def fmt(v):
 def ratio(a, b):
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
-head = ["threads", "mtp decode tok/s", "of read-only", "mtp pp512 tok/s"]
+head = ["threads", "mtp decode tok/s", "of read-only", "mtp pp512 tok/s", "of int8 ceiling"]
 for n in names:
     head += [f"{n} decode", f"{n} pp512", f"decode vs {n}", f"pp512 vs {n}"]
 
@@ -136,9 +138,9 @@ print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---:" for _ in head) + "|")
 decodes = []
 for t in threads:
-    dec, frac, pp = mtp_figures(read(f"mtp_t{t}.txt"))
+    dec, frac, pp, pp_frac = mtp_figures(read(f"mtp_t{t}.txt"))
     decodes.append(dec)
-    row = [t, fmt(dec), frac, fmt(pp)]
+    row = [t, fmt(dec), frac, fmt(pp), pp_frac]
     for n in names:
         pdec, ppp = peer_figures(read(f"{n}_t{t}.txt"))
         row += [fmt(pdec), fmt(ppp), ratio(dec, pdec), ratio(pp, ppp)]

@@ -4,8 +4,10 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "kernel_test_util.h"
+#include "kernels/ceiling.h"
 #include "matmul_internal.h"
 
 namespace mtp {
@@ -82,6 +84,28 @@ TEST(Isa, RefusalsNameTheLevelsAndChangeNothing) {
   const std::string error = kernels::set_level(lacking);
   EXPECT_EQ(error.rfind(std::string(lacking) + ": this CPU lacks it (it has scalar", 0), 0u) << error;
   EXPECT_EQ(kernels::active_isa(), kernels::Isa::kScalar);
+}
+
+// The multiply-add ceiling (kernels/ceiling.h) probes the sequence of the level in use, and none at scalar.
+TEST(Isa, MaddCeilingProbesTheActiveLevelsSequence) {
+  LevelScope scope;
+  const std::pair<const char*, const char*> levels[] = {{"scalar", nullptr},
+                                                        {"avx2", "vpmaddubsw + vpmaddwd ymm"},
+                                                        {"avxvnni", "vpdpbusd ymm"},
+                                                        {"avx512", "vpdpbusd zmm"},
+                                                        {"neon", "sdot"}};
+  for (const auto& [name, sequence] : levels) {
+    if (!kernels::set_level(name).empty()) continue;
+    const kernels::MaddCeiling c = kernels::int8_madd_ceiling(0.002);
+    if (sequence == nullptr) {
+      EXPECT_EQ(c.sequence, nullptr) << name;
+      EXPECT_EQ(c.macs_per_second, 0.0) << name;
+    } else {
+      ASSERT_NE(c.sequence, nullptr) << name;
+      EXPECT_STREQ(c.sequence, sequence) << name;
+      EXPECT_GT(c.macs_per_second, 0.0) << name;
+    }
+  }
 }
 
 }  // namespace
