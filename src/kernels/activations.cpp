@@ -190,6 +190,10 @@ void PreparedActivations::reserve(ActFormat format, int64_t n_rows, int64_t n_in
   n_rows_ = 0;
 }
 
+// Rows are spread over the pool from this many values in all: a decode step's few rows (the routed experts'
+// down input at one row: 8 x 512 values, a few microseconds) cost less on the calling thread than a dispatch.
+constexpr int64_t kParallelPrepareValues = 16384;
+
 void PreparedActivations::prepare(ActFormat format, const float* x, int64_t n_rows, int64_t n_in,
                                   int64_t x_stride, ThreadPool* pool) {
   MTP_CHECK(n_rows >= 0);
@@ -198,7 +202,7 @@ void PreparedActivations::prepare(ActFormat format, const float* x, int64_t n_ro
   n_rows_ = n_rows;
   const detail::ActLayout& l = *layout_;
   auto one = [&](size_t r, int) { prepare_row(l, x + r * x_stride, buf_ + r * l.stride); };
-  if (pool != nullptr && n_rows > 1) {
+  if (pool != nullptr && n_rows > 1 && n_rows * n_in >= kParallelPrepareValues) {
     pool->parallel_for(static_cast<size_t>(n_rows), one);
   } else {
     for (int64_t r = 0; r < n_rows; ++r) one(static_cast<size_t>(r), 0);

@@ -80,7 +80,8 @@ class PreparedActivations {
   PreparedActivations& operator=(PreparedActivations&&) noexcept;
 
   // Quantizes n_rows rows (row r at x + r * x_stride floats, n_in finite values; n_in a multiple of
-  // act_block_size(format)) with the kernels of active_isa(). Rows are spread over `pool` when given.
+  // act_block_size(format)) with the kernels of active_isa(). Rows are spread over `pool` when given and
+  // they hold enough values to pay for a dispatch.
   void prepare(ActFormat format, const float* x, int64_t n_rows, int64_t n_in, int64_t x_stride,
                ThreadPool* pool = nullptr);
   // Grows the buffer for later prepare() calls of at most this size (warm-up).
