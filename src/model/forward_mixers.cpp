@@ -297,13 +297,16 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   // sequences (chunks of 4 KB rows: the windows are read from DRAM, and 1 KB pieces measured 1.6x slower at
   // 16 sequences). An item copies its channels' window and inputs first (the outputs overwrite u in place),
   // then the window after each row that has a snapshot plane goes to that plane and the window after the
-  // last row to the live plane (in place, an item writes only channels it has already read).
-  constexpr int64_t kConvChunk = 1024;
-  const int64_t n_chunks = (cd + kConvChunk - 1) / kConvChunk;
+  // last row to the live plane (in place, an item writes only channels it has already read). Chunks hold
+  // whole heads of d channels, so an item also L2-normalises the q and k heads among its channels (and
+  // scales q) for its rows.
+  const int64_t conv_chunk = std::max<int64_t>(1, 1024 / d) * d;
+  const int64_t n_chunks = (cd + conv_chunk - 1) / conv_chunk;
+  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   p.pool.parallel_for(static_cast<size_t>(ws.n_groups * n_chunks), [&](size_t item, int thread) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(item) / n_chunks];
     const int64_t m = static_cast<int64_t>(sg.rows.size());
-    const int64_t c0 = static_cast<int64_t>(item) % n_chunks * kConvChunk, nc = std::min(cd - c0, kConvChunk);
+    const int64_t c0 = static_cast<int64_t>(item) % n_chunks * conv_chunk, nc = std::min(cd - c0, conv_chunk);
     float* hist = p.scratch(thread, (n_prev + m) * nc);  // (n_prev + m) x nc
     const int32_t live = mem.seq(sg.seq).live;
     const float* window = mem.conv_state(sg.seq, live, gi);
@@ -319,6 +322,13 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
         for (int64_t ci = 0; ci < nc; ++ci) y[ci] += tap[ci] * h[ci];
       }
       kernels::silu(y, y, nc);
+      for (int64_t h = c0 / d; h < std::min(2 * h_k, (c0 + nc) / d); ++h) {
+        float* x = u + sg.rows[t] * cd + h * d;
+        const float s = 1.0f / std::max(std::sqrt(kernels::dot(x, x, d)), c.rms_eps);
+        for (int64_t i = 0; i < d; ++i) x[i] *= s;
+        if (h < h_k)
+          for (int64_t i = 0; i < d; ++i) x[i] *= q_scale;
+      }
     }
     const int64_t state_stride = mem.conv_floats() + mem.ssm_floats();
     for (int64_t t = 0; t < m; ++t) {
@@ -334,30 +344,13 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
     }
   });
 
-  // L2-normalise q and k heads, scale q; gates.
-  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const float* dt_bias = f32_of(ws, w.dt_bias);
-  const float* ssm_a = f32_of(ws, w.a);
-  for_rows(p, n, cd, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* y = u + r * cd;
-      for (int64_t h = 0; h < 2 * h_k; ++h) {
-        float* x = y + h * d;
-        const float s = 1.0f / std::max(std::sqrt(kernels::dot(x, x, d)), c.rms_eps);
-        for (int64_t i = 0; i < d; ++i) x[i] *= s;
-        if (h < h_k)
-          for (int64_t i = 0; i < d; ++i) x[i] *= q_scale;
-      }
-      for (int64_t j = 0; j < h_v; ++j) {
-        b[r * h_v + j] = ref::sigmoid(b[r * h_v + j]);
-        al[r * h_v + j] = ssm_a[j] * ref::softplus(al[r * h_v + j] + dt_bias[j]);
-      }
-    }
-  });
-
   // The recurrence: one task per (sequence, value head), rows in order, in place on the live plane (the
   // head's 64 KB state stays in cache from row to row); a row with a snapshot plane also writes the state
-  // after it there. (kernels::delta_rule: the reference delta_rule_step with fused multiply-adds.)
+  // after it there. (kernels::delta_rule: the reference delta_rule_step with fused multiply-adds.) A task
+  // takes its head's gates first, and applies its head's gated RMSNorm (norm, then * silu(z)) after.
+  const float* dt_bias = f32_of(ws, w.dt_bias);
+  const float* ssm_a = f32_of(ws, w.a);
+  const float* norm = f32_of(ws, w.norm);
   p.pool.parallel_for(static_cast<size_t>(ws.n_groups * h_v), [&](size_t task, int thread) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(task) / h_v];
     const int64_t j = static_cast<int64_t>(task) % h_v, kh = j % h_k;
@@ -367,27 +360,22 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
     for (size_t t = 0; t < sg.rows.size(); ++t) {
       const int64_t row = sg.rows[t];
       const float* y = u + row * cd;
+      const float beta = ref::sigmoid(b[row * h_v + j]);
+      const float alpha = ssm_a[j] * ref::softplus(al[row * h_v + j] + dt_bias[j]);
       float* snapshot = sg.snap[t] < 0 ? nullptr : mem.ssm_state(sg.seq, sg.snap[t], gi) + j * d * d;
       if (!sg.capture.empty() && sg.capture[t] != nullptr)
         snapshot =
             sg.capture[t] + gi * (mem.conv_floats() + mem.ssm_floats()) + mem.conv_floats() + j * d * d;
-      steps.push_back({state, state, y + key_dim + kh * d, y + kh * d, y + 2 * key_dim + j * d,
-                       b[row * h_v + j], std::exp(al[row * h_v + j]), o + row * value_dim + j * d, snapshot});
+      steps.push_back({state, state, y + key_dim + kh * d, y + kh * d, y + 2 * key_dim + j * d, beta,
+                       std::exp(alpha), o + row * value_dim + j * d, snapshot});
     }
     kernels::delta_rule(steps.data(), static_cast<int64_t>(steps.size()), d);
-  });
-
-  // Gated RMSNorm per head (norm, then * silu(z)), output projection.
-  const float* norm = f32_of(ws, w.norm);
-  for_rows(p, n, 2 * value_dim, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t j = 0; j < h_v; ++j) {
-        float* oj = o + r * value_dim + j * d;
-        float* zj = z + r * value_dim + j * d;
-        kernels::rms_norm(oj, norm, d, c.rms_eps, oj);
-        kernels::silu(zj, zj, d);
-        for (int64_t i = 0; i < d; ++i) oj[i] *= zj[i];
-      }
+    for (const int32_t row : sg.rows) {
+      float* oj = o + row * value_dim + j * d;
+      float* zj = z + row * value_dim + j * d;
+      kernels::rms_norm(oj, norm, d, c.rms_eps, oj);
+      kernels::silu(zj, zj, d);
+      for (int64_t i = 0; i < d; ++i) oj[i] *= zj[i];
     }
   });
   ws.acts1.set(o, n, value_dim, value_dim);
