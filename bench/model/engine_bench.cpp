@@ -76,8 +76,7 @@ Touched touched_per_token(const Model& m) {
     for (const TensorView* w : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps}) t = add(t, *w, frac);
   }
   t = add(t, m.weights().output);
-  t.head_macs =
-      static_cast<double>(m.weights().output.row_length()) * static_cast<double>(m.weights().output.n_rows());
+  t.head_macs = add(Touched{}, m.weights().output).macs;
   return t;
 }
 
