@@ -131,16 +131,27 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
   std::vector<int> order(profile::kParts);
   for (int i = 0; i < profile::kParts; ++i) order[static_cast<size_t>(i)] = i;
   std::sort(order.begin(), order.end(), [&](int a, int c) { return p.seconds[a] > p.seconds[c]; });
-  for (int i : order)
-    std::printf("  %-38s %8.2f ms %5.1f%%\n", profile::part_name(static_cast<profile::Part>(i)),
-                p.seconds[static_cast<size_t>(i)] * per, 100 * p.seconds[static_cast<size_t>(i)] / wall);
-  if (p.jobs > 0) {
-    const double capacity = p.job_wall * static_cast<double>(p.job_threads) / static_cast<double>(p.jobs);
+  // Per part: its wall time and share of the step; then its pool jobs a step, how busy the threads were in
+  // them, and the part's time on the calling thread alone (outside its jobs).
+  std::printf("  %-38s %11s %6s | %6s %5s %11s\n", "", "", "", "jobs", "busy", "alone");
+  for (int i : order) {
+    const double sec = p.seconds[static_cast<size_t>(i)];
+    const profile::Jobs& j = p.jobs[static_cast<size_t>(i)];
+    std::printf("  %-38s %8.2f ms %5.1f%% | %6.1f ", profile::part_name(static_cast<profile::Part>(i)),
+                sec * per, 100 * sec / wall, static_cast<double>(j.count) / steps);
+    if (j.count > 0)
+      std::printf("%4.0f%%", 100 * j.busy_share());
+    else
+      std::printf("%5s", "-");
+    std::printf(" %8.2f ms\n", std::max(0.0, sec - j.wall) * per);
+  }
+  const profile::Jobs all = p.all_jobs();
+  if (all.count > 0) {
     std::printf(
         "  thread pool: %.0f jobs a step, %.2f ms of the step (%.0f%%); its threads ran tasks %.0f%% of that "
         "(the rest: waiting for the slowest thread, waking); one thread outside jobs %.2f ms\n",
-        static_cast<double>(p.jobs) / steps, p.job_wall * per, 100 * p.job_wall / wall,
-        100 * p.job_busy / capacity, (wall - p.job_wall) * per);
+        static_cast<double>(all.count) / steps, all.wall * per, 100 * all.wall / wall, 100 * all.busy_share(),
+        (wall - all.wall) * per);
   }
   return true;
 }

@@ -92,13 +92,25 @@ void Scope::leave() {
   s.current = outer_;
 }
 
+Jobs Totals::all_jobs() const {
+  Jobs all;
+  for (const Jobs& j : jobs) {
+    all.count += j.count;
+    all.wall += j.wall;
+    all.busy += j.busy;
+    all.capacity += j.capacity;
+  }
+  return all;
+}
+
 void add_job(double wall, double busy, int threads) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  ++s.totals.jobs;
-  s.totals.job_wall += wall;
-  s.totals.job_busy += busy;
-  s.totals.job_threads += threads;
+  Jobs& j = s.totals.jobs[static_cast<size_t>(s.current)];
+  ++j.count;
+  j.wall += wall;
+  j.busy += busy;
+  j.capacity += wall * threads;
 }
 
 }  // namespace mtp::profile

@@ -47,7 +47,7 @@ TEST(StepProfile, NestedScopesChargeTheInnermost) {
   // Exclusive: the inner scope's time is not charged to the outer one too (that would exceed the outer
   // scope's wall time by at least the inner 40 ms).
   EXPECT_LE(attention + projections, outer_wall);
-  EXPECT_EQ(t.jobs, 0);
+  EXPECT_EQ(t.all_jobs().count, 0);
 }
 
 TEST(StepProfile, PoolJobsCountTheirWallAndBusyTime) {
@@ -57,12 +57,41 @@ TEST(StepProfile, PoolJobsCountTheirWallAndBusyTime) {
   pool.parallel_for(2, [](size_t task, int) { sleep_ms(task == 0 ? 10 : 50); });
   pool.parallel_for(1, [](size_t, int) {});  // one task runs on the caller: not a job
   profile::set_enabled(false);
+  const profile::Jobs j = profile::totals().all_jobs();
+  EXPECT_EQ(j.count, 1);
+  EXPECT_GE(j.wall, 0.050);
+  EXPECT_NEAR(j.capacity, 2 * j.wall, 1e-12);  // two threads for the job's wall time
+  EXPECT_GE(j.busy, 0.060);                    // both threads' tasks
+  EXPECT_LT(j.busy, j.capacity + 1e-9);        // never more than the threads had
+  EXPECT_GT(j.busy_share(), 0.5);
+  EXPECT_LE(j.busy_share(), 1.0);
+}
+
+// Jobs belong to the part whose scope is open when they run, so a part's own pool time and busy share show.
+TEST(StepProfile, JobsAreChargedToTheInnermostScope) {
+  ThreadPool pool(2);
+  profile::reset();
+  profile::set_enabled(true);
+  {
+    profile::Scope experts(profile::Part::kExperts);
+    pool.parallel_for(2, [](size_t, int) { sleep_ms(5); });
+    {
+      profile::Scope head(profile::Part::kHead);
+      pool.parallel_for(2, [](size_t, int) { sleep_ms(5); });
+      pool.parallel_for(2, [](size_t, int) { sleep_ms(5); });
+    }
+  }
+  pool.parallel_for(2, [](size_t, int) { sleep_ms(5); });  // no scope open: other
+  profile::set_enabled(false);
   const profile::Totals t = profile::totals();
-  EXPECT_EQ(t.jobs, 1);
-  EXPECT_EQ(t.job_threads, 2);
-  EXPECT_GE(t.job_wall, 0.050);
-  EXPECT_GE(t.job_busy, 0.060);                  // both threads' tasks
-  EXPECT_LT(t.job_busy, 2 * t.job_wall + 1e-9);  // never more than the threads had
+  EXPECT_EQ(t.jobs[static_cast<size_t>(profile::Part::kExperts)].count, 1);
+  EXPECT_EQ(t.jobs[static_cast<size_t>(profile::Part::kHead)].count, 2);
+  EXPECT_EQ(t.jobs[static_cast<size_t>(profile::Part::kOther)].count, 1);
+  EXPECT_EQ(t.all_jobs().count, 4);
+  const profile::Jobs& head = t.jobs[static_cast<size_t>(profile::Part::kHead)];
+  EXPECT_GE(head.wall, 0.010);
+  // A part's jobs are part of its wall time.
+  EXPECT_LE(head.wall, t.seconds[static_cast<size_t>(profile::Part::kHead)] + 1e-9);
 }
 
 TEST(StepProfile, OffRecordsNothing) {
@@ -73,7 +102,7 @@ TEST(StepProfile, OffRecordsNothing) {
     pool.parallel_for(4, [](size_t, int) { sleep_ms(1); });
   }
   const profile::Totals t = profile::totals();
-  EXPECT_EQ(t.jobs, 0);
+  EXPECT_EQ(t.all_jobs().count, 0);
   for (double s : t.seconds) EXPECT_EQ(s, 0.0);
 }
 

@@ -27,12 +27,22 @@ enum class Part : int {
 inline constexpr int kParts = static_cast<int>(Part::kCount);
 const char* part_name(Part part);
 
+// The thread pool's jobs (parallel_for calls that ran on several threads) of one part, or of all.
+struct Jobs {
+  int64_t count = 0;
+  double wall = 0;      // their wall time
+  double busy = 0;      // thread-seconds spent running their tasks, all threads together
+  double capacity = 0;  // thread-seconds the pool had in them: wall time x threads, summed over the jobs
+
+  // The share of the threads' time in these jobs spent running tasks (the rest: waiting for the slowest
+  // thread, waking), 0 without jobs.
+  double busy_share() const { return capacity > 0 ? busy / capacity : 0.0; }
+};
+
 struct Totals {
   std::array<double, kParts> seconds{};  // exclusive wall time per part
-  int64_t jobs = 0;                      // parallel_for calls that ran on several threads
-  double job_wall = 0;                   // their wall time
-  double job_busy = 0;                   // thread-seconds spent running their tasks, all threads together
-  int64_t job_threads = 0;               // sum over jobs of the pool's threads (for the busy fraction)
+  std::array<Jobs, kParts> jobs{};       // per part: the jobs run while it was the innermost open scope
+  Jobs all_jobs() const;
 };
 
 namespace detail {
@@ -64,7 +74,8 @@ class Scope {
   Part outer_ = Part::kOther;
 };
 
-// A parallel_for of `threads` threads took `wall` seconds, in which its threads ran tasks for `busy`.
+// A parallel_for of `threads` threads took `wall` seconds, in which its threads ran tasks for `busy`: charged
+// to the part whose scope is open.
 void add_job(double wall, double busy, int threads);
 
 }  // namespace mtp::profile
