@@ -46,9 +46,7 @@ const char* part_name(Part part) {
     case Part::kRouting:
       return "routing (router, top-k, grouping)";
     case Part::kExperts:
-      return "routed experts";
-    case Part::kSharedExpert:
-      return "shared expert";
+      return "experts (routed and shared)";
     case Part::kHead:
       return "output head";
     case Part::kCount:

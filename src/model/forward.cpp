@@ -52,14 +52,73 @@ void rms_rows(Pass& p, const float* x, const float* w, int64_t rows, int64_t n, 
 
 namespace {
 
-// Output rows per work item of the expert products (`active` experts with rows, `n_mats` matrices of `n_out`
-// rows each): about 4 items per thread over the whole call, whole tiles, at most a matrix. Few large items
-// rather than many small ones: an item starting on a new range of weights restarts the memory stream and pays
-// the call's fixed costs. Measured at 2 threads on the 35B-A3B widths, one decode row (8 experts: whole
-// 2048x512 matrices per item instead of 64-row pieces) 3% less time per step, a 4-row verify batch 7% less.
-int64_t expert_chunk(int64_t active, int64_t n_mats, int64_t n_out, int n_threads) {
-  const int64_t per_item = active * n_mats * n_out / (4 * static_cast<int64_t>(n_threads));
-  return std::min(n_out, std::max(kernels::kPackRows, per_item / kernels::kPackRows * kernels::kPackRows));
+// Output rows per work item of an expert pass of n_mats matrices (each routed matrix once per expert with
+// rows, each shared one once) on n_threads: about 4 items per thread over the whole pass, whole tiles, at
+// most a matrix, and, where at most twice the pieces allow it, an item count the threads divide evenly (at
+// one decode row the 8 routed down matrices and the shared one are 9 equal items: 5 and 4 on 2 threads). Few
+// large items rather than many small ones: an item starting on a new range of weights restarts the memory
+// stream and pays the call's fixed costs. Measured at 2 threads on the 35B-A3B widths, one decode row (8
+// experts: whole 2048x512 matrices per item instead of 64-row pieces) 3% less time per step, a 4-row verify
+// batch 7% less.
+int64_t expert_chunk(int64_t n_mats, int64_t n_out, int n_threads) {
+  const int64_t t = n_threads, least = std::max<int64_t>(1, (4 * t + n_mats - 1) / n_mats);
+  int64_t pieces = least;
+  for (int64_t q = least; q <= 2 * least; ++q)
+    if (n_mats * q % t == 0) {
+      pieces = q;
+      break;
+    }
+  const int64_t rows = (n_out + pieces - 1) / pieces;
+  return std::min(n_out, (rows + kernels::kPackRows - 1) / kernels::kPackRows * kernels::kPackRows);
+}
+
+// A matrix of an expert pass: a stack of routed experts' matrices (3-D) or the shared expert's (2-D), the
+// activations it multiplies and where its outputs go (rows of ne[1] floats).
+struct ExpertMatrix {
+  const TensorView* t;
+  const kernels::PreparedActivations* x;
+  float* y;
+};
+
+// One pass over the pool for the products of one stage of the experts: each matrix of `routed` for every
+// expert e with rows (activation rows rows[s] for its sorted positions s in [offset[e], offset[e+1]), outputs
+// at those positions), and each of `shared` over every activation row. The shared expert's products join the
+// routed ones so that a stage is one synchronisation, not two; its items hold about as many multiply-adds as
+// a routed expert's (n rows against about n_pairs / active rows each).
+void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
+                 std::initializer_list<ExpertMatrix> routed, std::initializer_list<ExpertMatrix> shared) {
+  const int64_t n_exp = p.c.n_expert, n = p.n, n_pairs = n * p.c.n_expert_used;
+  int64_t active = 0;
+  for (int64_t e = 0; e < n_exp; ++e) active += offset[e + 1] > offset[e];
+  const int64_t n_mats = active * static_cast<int64_t>(routed.size()) + static_cast<int64_t>(shared.size());
+  std::vector<ExpertItem>& items = p.ws.expert_items;
+  items.clear();
+  auto add = [&](const kernels::MatrixView& w, const ExpertMatrix& m, const int32_t* r, int64_t n_rows,
+                 float* y, int64_t chunk) {
+    for (int64_t o0 = 0; o0 < w.n_out; o0 += chunk)
+      items.push_back({w, m.x, r, n_rows, o0, std::min(w.n_out, o0 + chunk), y, w.n_out});
+  };
+  for (const ExpertMatrix& m : shared) {
+    const kernels::MatrixView w = mat(*m.t);
+    const int64_t chunk = expert_chunk(n_mats, w.n_out, p.pool.size());
+    const int64_t scaled = chunk * n_pairs / std::max<int64_t>(1, active * n);
+    add(w, m, nullptr, n, m.y,
+        std::min(w.n_out, std::max(kernels::kPackRows, scaled / kernels::kPackRows * kernels::kPackRows)));
+  }
+  for (int64_t e = 0; e < n_exp; ++e) {
+    if (offset[e + 1] == offset[e]) continue;
+    for (const ExpertMatrix& m : routed) {
+      kernels::MatrixView w = mat(*m.t);
+      w.n_out = m.t->ne[1];
+      w = w.stacked_at(e);
+      add(w, m, rows + offset[e], offset[e + 1] - offset[e], m.y + offset[e] * w.n_out,
+          expert_chunk(n_mats, w.n_out, p.pool.size()));
+    }
+  }
+  p.pool.parallel_for(items.size(), [&](size_t i, int) {
+    const ExpertItem& it = items[i];
+    kernels::matmul_range(it.w, *it.x, it.rows, it.n_rows, it.o0, it.o1, it.y, it.y_stride);
+  });
 }
 
 // Routed experts plus the shared expert over ws.f into ws.m.
@@ -67,7 +126,7 @@ void moe(Pass& p, const MoeWeights& w) {
   const Qwen35MoeConfig& c = p.c;
   Workspace& ws = p.ws;
   const int64_t n = p.n, ne = c.n_embd, n_exp = c.n_expert, k = c.n_expert_used, n_ff = c.n_ff_exp;
-  const int64_t n_pairs = n * k;
+  const int64_t n_sh = c.n_ff_shexp, n_pairs = n * k;
   // Each scope below takes over from the one before (time goes to the innermost open scope).
   profile::Scope routing(profile::Part::kRouting);
   float* logits = ws.small0.data();  // n x n_exp
@@ -114,81 +173,45 @@ void moe(Pass& p, const MoeWeights& w) {
     }
   }
 
-  // Runs expert matrices ts[i] (3-D stacks, n_out rows per expert) over each expert's rows of `acts` (row
-  // list: rows[s] for sorted positions s) into ys[i] (sorted positions x n_out), one work item per (matrix,
-  // expert, chunk of output rows), all in one pass over the pool.
-  auto run_experts = [&](std::initializer_list<const TensorView*> ts,
-                         const kernels::PreparedActivations& acts, const int32_t* rows,
-                         std::initializer_list<float*> ys) {
-    const TensorView& t0 = **ts.begin();
-    const int64_t n_out = t0.ne[1], n_mats = static_cast<int64_t>(ts.size());
-    int64_t active = 0;
-    for (int64_t e = 0; e < n_exp; ++e) active += offset[e + 1] > offset[e];
-    const int64_t chunk = expert_chunk(active, n_mats, n_out, p.pool.size());
-    const int64_t chunks = (n_out + chunk - 1) / chunk;
-    std::vector<int32_t>& items = ws.items;
-    items.clear();
-    for (int64_t e = 0; e < n_exp; ++e)
-      if (offset[e + 1] > offset[e])
-        for (int64_t i = 0; i < n_mats * chunks; ++i)
-          items.push_back(static_cast<int32_t>(e * n_mats * chunks + i));
-    p.pool.parallel_for(items.size(), [&](size_t it, int) {
-      const int64_t e = items[it] / (n_mats * chunks), rest = items[it] % (n_mats * chunks);
-      const int64_t m = rest / chunks, ch = rest % chunks;
-      const int64_t o0 = ch * chunk, o1 = std::min(n_out, o0 + chunk);
-      const TensorView& t = *ts.begin()[m];
-      MTP_CHECK(t.ne[1] == n_out && t.type == t0.type);
-      kernels::MatrixView we = mat(t);
-      we.n_out = n_out;
-      we = we.stacked_at(e);
-      kernels::matmul_range(we, acts, rows + offset[e], offset[e + 1] - offset[e], o0, o1,
-                            ys.begin()[m] + offset[e] * n_out, n_out);
-    });
-  };
+  // The routed experts' rows by sorted position, then the shared expert's n rows (begin_pass sizes the
+  // buffers for both).
   profile::Scope experts(profile::Part::kExperts);
-  float* gate = ws.big0.data();  // n_pairs x n_ff, by sorted position
+  float* gate = ws.big0.data();  // n_pairs x n_ff, then gs: n x n_sh
   float* up = ws.big1.data();
-  float* down = ws.big2.data();  // n_pairs x ne
-  if (w.gate_exps.type == w.up_exps.type) {
-    run_experts({&w.gate_exps, &w.up_exps}, ws.acts0.get(w.gate_exps.type, &p.pool), act_row, {gate, up});
-  } else {
-    run_experts({&w.gate_exps}, ws.acts0.get(w.gate_exps.type, &p.pool), act_row, {gate});
-    run_experts({&w.up_exps}, ws.acts0.get(w.up_exps.type, &p.pool), act_row, {up});
-  }
-  for_rows(p, n_pairs, 2 * n_ff, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) kernels::swiglu(gate + s * n_ff, up + s * n_ff, gate + s * n_ff, n_ff);
+  float* down = ws.big2.data();  // n_pairs x ne, then ys: n x ne
+  float* gs = gate + n_pairs * n_ff;
+  float* us = up + n_pairs * n_ff;
+  float* ys = down + n_pairs * ne;
+  auto acts0 = [&](const TensorView& t) { return &ws.acts0.get(t.type, &p.pool); };
+  expert_pass(p, offset.data(), act_row,
+              {{&w.gate_exps, acts0(w.gate_exps), gate}, {&w.up_exps, acts0(w.up_exps), up}},
+              {{&w.gate_shexp, acts0(w.gate_shexp), gs}, {&w.up_shexp, acts0(w.up_shexp), us}});
+  for_rows(p, n_pairs + n, 2 * std::max(n_ff, n_sh), [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      if (s < n_pairs)
+        kernels::swiglu(gate + s * n_ff, up + s * n_ff, gate + s * n_ff, n_ff);
+      else
+        kernels::swiglu(gs + (s - n_pairs) * n_sh, us + (s - n_pairs) * n_sh, gs + (s - n_pairs) * n_sh,
+                        n_sh);
+    }
   });
   ws.acts1.set(gate, n_pairs, n_ff, n_ff);
-  const int32_t* ident = ws.iota.data();  // sized by begin_pass
-  run_experts({&w.down_exps}, ws.acts1.get(w.down_exps.type, &p.pool), ident, {down});
+  ws.acts2.set(gs, n, n_sh, n_sh);
+  expert_pass(p, offset.data(), ws.iota.data(),
+              {{&w.down_exps, &ws.acts1.get(w.down_exps.type, &p.pool), down}},
+              {{&w.down_shexp, &ws.acts2.get(w.down_shexp.type, &p.pool), ys}});
 
-  // Each row's expert outputs added in the order of its top-k list (not expert order): batch invariant.
+  // Each row's expert outputs added in the order of its top-k list (not expert order): batch invariant. Then
+  // the shared expert's, gated by sigmoid(w_gate_shexp . f).
   float* out = ws.m.data();
-  for_rows(p, n, k * ne, [&](int64_t r0, int64_t r1) {
+  const float* shg = f32_of(ws, w.shexp_gate);
+  for_rows(p, n, (k + 3) * ne, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* o = out + r * ne;
       std::fill_n(o, ne, 0.0f);
       for (int64_t j = 0; j < k; ++j) kernels::axpy(pair_w[r * k + j], down + slot_of[r * k + j] * ne, o, ne);
-    }
-  });
-
-  // Shared expert over all rows at once, gated by sigmoid(w_gate_shexp . f).
-  profile::Scope shared(profile::Part::kSharedExpert);
-  const int64_t n_sh = c.n_ff_shexp;
-  float* gs = ws.big0.data();  // n x n_sh
-  float* us = ws.big1.data();
-  float* ys = ws.big2.data();  // n x ne
-  project_all(p, ws.acts0, {{&w.gate_shexp, gs, n_sh}, {&w.up_shexp, us, n_sh}});
-  for_rows(p, n, 2 * n_sh, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels::swiglu(gs + r * n_sh, us + r * n_sh, gs + r * n_sh, n_sh);
-  });
-  ws.acts1.set(gs, n, n_sh, n_sh);
-  project(p, ws.acts1, w.down_shexp, ys, ne);
-  const float* shg = f32_of(ws, w.shexp_gate);
-  for_rows(p, n, 3 * ne, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
       const float s = ref::sigmoid(kernels::dot(shg, ws.f.data() + r * ne, ne));
-      kernels::axpy(s, ys + r * ne, out + r * ne, ne);
+      kernels::axpy(s, ys + r * ne, o, ne);
     }
   });
 }
@@ -266,8 +289,9 @@ Status begin_pass(const Model& model, const Batch& batch, Memory& mem, bool mtp)
   }
 
   const int64_t ne = c.n_embd, qw = c.n_head * c.head_dim, kvw = c.n_head_kv * c.head_dim;
+  // The MoE's buffers hold the routed pairs' rows and then the shared expert's (moe).
   const int64_t width = std::max({2 * qw, 2 * kvw, c.gdn_conv_dim(), c.gdn_value_dim(),
-                                  c.n_expert_used * c.n_ff_exp, c.n_expert_used * ne, c.n_ff_shexp, 2 * ne});
+                                  c.n_expert_used * c.n_ff_exp + c.n_ff_shexp, (c.n_expert_used + 1) * ne});
   for (auto* v : {&ws.x, &ws.a, &ws.m, &ws.f}) Workspace::grow(*v, n * ne);
   for (auto* v : {&ws.big0, &ws.big1, &ws.big2}) Workspace::grow(*v, n * width);
   for (auto* v : {&ws.small0, &ws.small1}) Workspace::grow(*v, n * std::max(c.ssm_dt_rank, c.n_expert));

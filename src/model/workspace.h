@@ -43,12 +43,24 @@ struct SeqGroup {
   std::vector<float*> capture;  // per row: a GdnState buffer that gets it instead (BatchRow::capture)
 };
 
+// One product of an expert pass (forward.cpp's expert_pass): output rows [o0, o1) of w over activation rows
+// rows[0..n_rows) of x (rows == nullptr: the first n_rows), into y (row i at y + i * y_stride).
+struct ExpertItem {
+  kernels::MatrixView w;
+  const kernels::PreparedActivations* x;
+  const int32_t* rows;
+  int64_t n_rows, o0, o1;
+  float* y;
+  int64_t y_stride;
+};
+
 struct Workspace {
   std::vector<SeqGroup> groups;
   int64_t n_groups = 0;
   std::vector<int32_t> seq_group;         // per sequence slot: index in groups, or -1
   std::vector<int32_t> iota;              // 0, 1, 2, ... (filled by the forward pass)
-  std::vector<int32_t> items;             // MoE work items
+  std::vector<int32_t> items;             // attention work items
+  std::vector<ExpertItem> expert_items;   // MoE work items
   std::vector<int32_t> cursor;            // MoE grouping
   std::vector<float> x, a, m, f;          // rows x n_embd: residual, normed input, block output, MoE input
   std::vector<float> big0, big1, big2;    // rows x (widest projection)
@@ -57,7 +69,7 @@ struct Workspace {
   std::vector<float> pair_w;              // MoE: per (row, k) weight
   std::vector<std::vector<float>> thread_scratch;              // per thread: attention scores, KV rows as f32
   std::vector<std::vector<kernels::DeltaRuleRow>> delta_rows;  // per thread: one head's delta-rule steps
-  ActCache acts0, acts1;
+  ActCache acts0, acts1, acts2;
   // Small non-F32 vectors (norm weights, conv taps) dequantized once, by data address.
   std::unordered_map<const void*, std::vector<float>> f32_cache;
   std::unordered_map<const void*, std::vector<float>> conv_taps;  // conv1d weights as d_conv x conv_dim

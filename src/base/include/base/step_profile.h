@@ -14,14 +14,13 @@
 namespace mtp::profile {
 
 enum class Part : int {
-  kOther,         // embedding rows, norms, residual adds, bookkeeping
-  kProjections,   // attention and delta-net input/output projections
-  kDeltaNet,      // the delta-net's convolution, delta rule and gating
-  kAttention,     // attention's scores, softmax and weighted sums
-  kRouting,       // the router's product, softmax and top-k, grouping rows by expert
-  kExperts,       // the routed experts' products and their SwiGLU and weighted sum
-  kSharedExpert,  // the shared expert
-  kHead,          // the final norm and the output head
+  kOther,        // embedding rows, norms, residual adds, bookkeeping
+  kProjections,  // attention and delta-net input/output projections
+  kDeltaNet,     // the delta-net's convolution, delta rule and gating
+  kAttention,    // attention's scores, softmax and weighted sums
+  kRouting,      // the router's product, softmax and top-k, grouping rows by expert
+  kExperts,      // the routed and shared experts' products (one pass over the pool per stage), SwiGLU, sum
+  kHead,         // the final norm and the output head
   kCount,
 };
 inline constexpr int kParts = static_cast<int>(Part::kCount);
