@@ -11,8 +11,9 @@
 //                [--cache-type f32|f16|q8_0] [--profile] [--profile-rows 1,4]
 //
 // --profile: also where the time of a step of 1 row (decode) and of 4 rows (a verify batch) goes at each
-// thread count, by kind of work, and how much of the thread pool's jobs its threads spent working
-// (base/step_profile.h). --profile-rows sets the steps' rows instead (512: a prompt chunk).
+// thread count, by kind of work, and for each kind how much of its thread-pool jobs the threads spent
+// working, joining late or waiting for the slowest (base/step_profile.h). --profile-rows sets the steps' rows
+// instead (512: a prompt chunk).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -131,26 +132,32 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
   std::vector<int> order(profile::kParts);
   for (int i = 0; i < profile::kParts; ++i) order[static_cast<size_t>(i)] = i;
   std::sort(order.begin(), order.end(), [&](int a, int c) { return p.seconds[a] > p.seconds[c]; });
-  // Per part: its wall time and share of the step; then its pool jobs a step, how busy the threads were in
-  // them, and the part's time on the calling thread alone (outside its jobs).
-  std::printf("  %-38s %11s %6s | %6s %5s %11s\n", "", "", "", "jobs", "busy", "alone");
+  // Per part: its wall time and share of the step; then its pool jobs a step, the share of the threads' time
+  // in them spent running tasks (busy) and before each thread's first task (late: waking, or no task left),
+  // and the part's time on the calling thread alone (outside its jobs).
+  std::printf("  %-38s %11s %6s | %6s %5s %5s %11s\n", "", "", "", "jobs", "busy", "late", "alone");
+  auto shares = [](const profile::Jobs& j) {
+    if (j.count > 0)
+      std::printf("%4.0f%% %4.0f%%", 100 * j.busy_share(), 100 * j.late_share());
+    else
+      std::printf("%5s %5s", "-", "-");
+  };
   for (int i : order) {
     const double sec = p.seconds[static_cast<size_t>(i)];
     const profile::Jobs& j = p.jobs[static_cast<size_t>(i)];
     std::printf("  %-38s %8.2f ms %5.1f%% | %6.1f ", profile::part_name(static_cast<profile::Part>(i)),
                 sec * per, 100 * sec / wall, static_cast<double>(j.count) / steps);
-    if (j.count > 0)
-      std::printf("%4.0f%%", 100 * j.busy_share());
-    else
-      std::printf("%5s", "-");
+    shares(j);
     std::printf(" %8.2f ms\n", std::max(0.0, sec - j.wall) * per);
   }
   const profile::Jobs all = p.all_jobs();
   if (all.count > 0) {
     std::printf(
-        "  thread pool: %.0f jobs a step, %.2f ms of the step (%.0f%%); its threads ran tasks %.0f%% of that "
-        "(the rest: waiting for the slowest thread, waking); one thread outside jobs %.2f ms\n",
+        "  thread pool: %.0f jobs a step, %.2f ms of the step (%.0f%%); its threads ran tasks %.0f%% of "
+        "that, "
+        "joined late %.0f%% and waited for the slowest thread %.0f%%; one thread outside jobs %.2f ms\n",
         static_cast<double>(all.count) / steps, all.wall * per, 100 * all.wall / wall, 100 * all.busy_share(),
+        100 * all.late_share(), 100 * std::max(0.0, 1 - all.busy_share() - all.late_share()),
         (wall - all.wall) * per);
   }
   return true;

@@ -96,18 +96,20 @@ Jobs Totals::all_jobs() const {
     all.count += j.count;
     all.wall += j.wall;
     all.busy += j.busy;
+    all.late += j.late;
     all.capacity += j.capacity;
   }
   return all;
 }
 
-void add_job(double wall, double busy, int threads) {
+void add_job(double wall, double busy, double late, int threads) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   Jobs& j = s.totals.jobs[static_cast<size_t>(s.current)];
   ++j.count;
   j.wall += wall;
   j.busy += busy;
+  j.late += late;
   j.capacity += wall * threads;
 }
 

@@ -18,9 +18,19 @@ namespace {
 // sleeping covers the gaps between requests.
 constexpr auto kSpin = std::chrono::microseconds(100);
 
-// Thread-nanoseconds the current job's threads spent running tasks, while profiling (base/step_profile.h,
-// which profiles one pool at a time).
+// While profiling (base/step_profile.h, which profiles one pool at a time), for the current job: when it was
+// published, the thread-nanoseconds its threads spent running tasks, those from its start until each thread's
+// first task (summed over the threads that ran one), and how many threads ran one.
+std::atomic<int64_t> g_job_start_ns{0};
 std::atomic<int64_t> g_busy_ns{0};
+std::atomic<int64_t> g_late_ns{0};
+std::atomic<int> g_joined{0};
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 constexpr uint64_t kTaskMask = 0xffffffffu;
 
@@ -82,11 +92,13 @@ size_t ThreadPool::run_tasks(int thread, size_t* job_tasks) {
     // This thread owns `task` of the job published with count n: that job cannot end, nor job_ change,
     // before the task is counted done. The acquire above pairs with the publishing store of claim_.
     *job_tasks = n;
-    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const int64_t t0 = timed ? steady_ns() : 0;
+    if (timed && ran == 0) {
+      g_late_ns.fetch_add(t0 - g_job_start_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      g_joined.fetch_add(1, std::memory_order_relaxed);
+    }
     (*job_.load(std::memory_order_relaxed))(task, thread);
-    if (timed)
-      busy_ns +=
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    if (timed) busy_ns += steady_ns() - t0;
     ++ran;
   }
   if (busy_ns > 0) g_busy_ns.fetch_add(busy_ns, std::memory_order_relaxed);
@@ -130,8 +142,13 @@ void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, i
   }
   MTP_CHECK(n_tasks <= kMaxTasks, n_tasks, " tasks in one job");
   const bool timed = profile::enabled();
-  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  if (timed) g_busy_ns.store(0, std::memory_order_relaxed);
+  const int64_t t0 = timed ? steady_ns() : 0;
+  if (timed) {
+    g_job_start_ns.store(t0, std::memory_order_relaxed);  // published with the job, under mu_ below
+    g_busy_ns.store(0, std::memory_order_relaxed);
+    g_late_ns.store(0, std::memory_order_relaxed);
+    g_joined.store(0, std::memory_order_relaxed);
+  }
   bool notify = false;
   {
     // The claim word publishes the job (release) to threads already claiming; the generation bump wakes
@@ -155,10 +172,15 @@ void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, i
     done_.wait(lock, done);
     caller_waiting_.store(false, std::memory_order_relaxed);
   }
-  // Every task counted itself done after it added its busy time, so all of it is here.
-  if (timed)
-    profile::add_job(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                     1e-9 * static_cast<double>(g_busy_ns.load(std::memory_order_relaxed)), size());
+  // Every task counted itself done after it added its busy and late time, so all of it is here. A thread that
+  // ran none of the job's tasks joined too late for all of it.
+  if (timed) {
+    const double wall = 1e-9 * static_cast<double>(steady_ns() - t0);
+    const int idle = size() - g_joined.load(std::memory_order_relaxed);
+    profile::add_job(wall, 1e-9 * static_cast<double>(g_busy_ns.load(std::memory_order_relaxed)),
+                     1e-9 * static_cast<double>(g_late_ns.load(std::memory_order_relaxed)) + idle * wall,
+                     size());
+  }
 }
 
 }  // namespace mtp

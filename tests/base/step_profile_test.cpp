@@ -64,7 +64,23 @@ TEST(StepProfile, PoolJobsCountTheirWallAndBusyTime) {
   EXPECT_GE(j.busy, 0.060);                    // both threads' tasks
   EXPECT_LT(j.busy, j.capacity + 1e-9);        // never more than the threads had
   EXPECT_GT(j.busy_share(), 0.5);
-  EXPECT_LE(j.busy_share(), 1.0);
+  EXPECT_LE(j.busy_share() + j.late_share(), 1.0 + 1e-9);  // late and busy are disjoint parts of it
+}
+
+// A thread that runs none of a job's tasks joined too late for all of it: with 3 threads and 2 tasks, at least
+// one thread's whole share of the job is late.
+TEST(StepProfile, AThreadWithoutATaskIsLateForTheWholeJob) {
+  ThreadPool pool(3);
+  profile::reset();
+  profile::set_enabled(true);
+  pool.parallel_for(2, [](size_t, int) { sleep_ms(20); });
+  profile::set_enabled(false);
+  const profile::Jobs j = profile::totals().all_jobs();
+  ASSERT_EQ(j.count, 1);
+  EXPECT_NEAR(j.capacity, 3 * j.wall, 1e-12);
+  EXPECT_GE(j.busy, 0.040);
+  EXPECT_GE(j.late, j.wall - 1e-9);
+  EXPECT_LE(j.busy + j.late, j.capacity + 1e-9);
 }
 
 // Jobs belong to the part whose scope is open when they run, so a part's own pool time and busy share show.

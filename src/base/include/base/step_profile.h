@@ -31,11 +31,14 @@ struct Jobs {
   int64_t count = 0;
   double wall = 0;      // their wall time
   double busy = 0;      // thread-seconds spent running their tasks, all threads together
+  double late = 0;      // thread-seconds from a job's start to each thread's first task of it (all of the job
+                        // for a thread that ran none): waking, or arriving after the tasks were gone
   double capacity = 0;  // thread-seconds the pool had in them: wall time x threads, summed over the jobs
 
-  // The share of the threads' time in these jobs spent running tasks (the rest: waiting for the slowest
-  // thread, waking), 0 without jobs.
+  // Shares of the threads' time in these jobs, 0 without jobs: running tasks, joining late; the rest,
+  // 1 - busy - late, is waiting at the end for the slowest thread.
   double busy_share() const { return capacity > 0 ? busy / capacity : 0.0; }
+  double late_share() const { return capacity > 0 ? late / capacity : 0.0; }
 };
 
 struct Totals {
@@ -73,8 +76,8 @@ class Scope {
   Part outer_ = Part::kOther;
 };
 
-// A parallel_for of `threads` threads took `wall` seconds, in which its threads ran tasks for `busy`: charged
-// to the part whose scope is open.
-void add_job(double wall, double busy, int threads);
+// A parallel_for of `threads` threads took `wall` seconds, in which its threads ran tasks for `busy` and
+// joined `late` (thread-seconds, as in Jobs): charged to the part whose scope is open.
+void add_job(double wall, double busy, double late, int threads);
 
 }  // namespace mtp::profile
