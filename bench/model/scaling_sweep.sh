@@ -2,7 +2,8 @@
 # Decode and prompt speed per thread count, and the speculative profiles at several concurrency levels, in one
 # bounded run: what to measure on a machine with many cores. For each thread count, `engine_bench --profile`
 # (decode tok/s, its fraction of the read-only stream measured beside it, pp512 and its fraction of the int8
-# multiply-add ceiling, and where a step's time goes); with --peer NAME=BIN, that llama-bench on the same file
+# multiply-add ceiling, and where a 1-row, 4-row and 512-row step's time goes, with the thread pool's busy,
+# late and waiting shares per kind of work); with --peer NAME=BIN, that llama-bench on the same file
 # and threads (pp512 and decode); then `engine_sweep` with MTP off, always on and auto at the largest thread
 # count. Prints one table at the end (python3; our pp512 is the median of its repetitions); every program's own
 # output stays in OUT, with OUT/machine.txt (CPU, cores, memory, commands).
@@ -86,7 +87,8 @@ run() {
 
 for t in ${threads//,/ }; do
   echo "threads $t"
-  run "mtp_t$t.txt" "$engine_bench" "$model" --threads "$t" --depths 0 --decode "$decode" --pp-reps "$pp_reps" --profile
+  run "mtp_t$t.txt" "$engine_bench" "$model" --threads "$t" --depths 0 --decode "$decode" --pp-reps "$pp_reps" --profile \
+    --profile-rows 1,4,512
   for p in "${peers[@]}"; do
     name=${p%%=*} path=${p#*=}
     # shellcheck disable=SC2086 # peer_args is a list of arguments
@@ -113,6 +115,12 @@ def mtp_figures(text):
     mid = pp[len(pp) // 2] if pp else (None, "-")
     return (float(d.group(1)) if d else None, d.group(3) + "%" if d else "-", mid[0], mid[1])
 
+def pool_shares(text, rows):
+    # The thread pool's line of the ROWS-row profile: busy / late / waiting for the slowest thread.
+    m = re.search(rf"profile of {rows}-row steps.*?ran tasks (\d+)% of that, joined late (\d+)% and waited "
+                  r"for the slowest thread (\d+)%", text, re.S)
+    return "/".join(m.groups()) if m else "-"
+
 def peer_figures(text):
     # llama-bench's markdown rows: the test name, then "t/s" as "MEAN ± SD" in the last column.
     pp = re.search(r"\|\s*pp512\s*\|\s*([0-9.]+)", text)
@@ -125,7 +133,8 @@ def fmt(v):
 def ratio(a, b):
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
-head = ["threads", "mtp decode tok/s", "of read-only", "mtp pp512 tok/s", "of int8 ceiling"]
+head = ["threads", "mtp decode tok/s", "of read-only", "pool busy/late/wait % (1 row)", "mtp pp512 tok/s",
+        "of int8 ceiling", "pool busy/late/wait % (512 rows)"]
 for n in names:
     head += [f"{n} decode", f"{n} pp512", f"decode vs {n}", f"pp512 vs {n}"]
 
@@ -138,9 +147,10 @@ print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---:" for _ in head) + "|")
 decodes = []
 for t in threads:
-    dec, frac, pp, pp_frac = mtp_figures(read(f"mtp_t{t}.txt"))
+    text = read(f"mtp_t{t}.txt")
+    dec, frac, pp, pp_frac = mtp_figures(text)
     decodes.append(dec)
-    row = [t, fmt(dec), frac, fmt(pp), pp_frac]
+    row = [t, fmt(dec), frac, pool_shares(text, 1), fmt(pp), pp_frac, pool_shares(text, 512)]
     for n in names:
         pdec, ppp = peer_figures(read(f"{n}_t{t}.txt"))
         row += [fmt(pdec), fmt(ppp), ratio(dec, pdec), ratio(pp, ppp)]
