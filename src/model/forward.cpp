@@ -289,9 +289,11 @@ Status begin_pass(const Model& model, const Batch& batch, Memory& mem, bool mtp)
   }
 
   const int64_t ne = c.n_embd, qw = c.n_head * c.head_dim, kvw = c.n_head_kv * c.head_dim;
-  // The MoE's buffers hold the routed pairs' rows and then the shared expert's (moe).
-  const int64_t width = std::max({2 * qw, 2 * kvw, c.gdn_conv_dim(), c.gdn_value_dim(),
-                                  c.n_expert_used * c.n_ff_exp + c.n_ff_shexp, (c.n_expert_used + 1) * ne});
+  // The MoE's buffers hold the routed pairs' rows and then the shared expert's (moe); the MTP block's input
+  // is two rows of ne side by side (forward_mtp).
+  const int64_t width =
+      std::max({2 * qw, 2 * kvw, c.gdn_conv_dim(), c.gdn_value_dim(),
+                c.n_expert_used * c.n_ff_exp + c.n_ff_shexp, (c.n_expert_used + 1) * ne, 2 * ne});
   for (auto* v : {&ws.x, &ws.a, &ws.m, &ws.f}) Workspace::grow(*v, n * ne);
   for (auto* v : {&ws.big0, &ws.big1, &ws.big2}) Workspace::grow(*v, n * width);
   for (auto* v : {&ws.small0, &ws.small1}) Workspace::grow(*v, n * std::max(c.ssm_dt_rank, c.n_expert));
