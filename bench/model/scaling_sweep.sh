@@ -7,7 +7,8 @@
 # and threads (pp512 and decode); then `engine_sweep` with MTP off, always on and auto at the largest thread
 # count. Prints one table at the end (python3; our pp512 is the median of its repetitions); every program's own
 # output stays in OUT, with OUT/machine.txt (CPU, cores, memory, commands).
-# Run from the repository root after a build (--bin DIR for binaries elsewhere, e.g. carried to another machine).
+# Run from the repository root after a build (--bin DIR for binaries elsewhere, e.g. carried to another machine
+# by bench/model/carry.sh).
 #   bench/model/scaling_sweep.sh -m MODEL -o OUT [--threads 1,4,8,16] [--levels 1,4,16] [--decode 32]
 #     [--pp-reps 2] [--max-tokens 32] [--draft-max 3] [-np 16] [-c 8192] [--bin DIR] [--timeout 300]
 #     [--peer NAME=LLAMA_BENCH_BIN]... [--peer-args "ARGS"] [--no-sweep]
@@ -20,7 +21,7 @@ ctx=8192 bin="" limit=300 peer_args="" sweep=1
 peers=()
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit "$1"
 }
 while [ $# -gt 0 ]; do

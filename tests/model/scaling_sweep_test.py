@@ -46,8 +46,11 @@ def main():
         rows = [l for l in r.stdout.splitlines() if l.startswith("| 1 |")]
         assert len(rows) == 1, r.stdout
         cells = [c.strip() for c in rows[0].strip("|").split("|")]
-        dec, frac, pp, pp_frac, peer_dec, peer_pp, dec_ratio, pp_ratio = cells[1:]
+        dec, frac, pool1, pp, pp_frac, pool512, peer_dec, peer_pp, dec_ratio, pp_ratio = cells[1:]
         assert float(dec) > 0 and float(pp) > 0 and re.fullmatch(r"\d+%", frac), rows[0]
+        # One thread: no pool jobs, so no busy/late/waiting shares; the 512-row profile ran all the same.
+        assert (pool1, pool512) == ("-", "-"), rows[0]
+        assert "profile of 512-row steps" in (out / "mtp_t1.txt").read_text()
         assert re.fullmatch(r"\d+%", pp_frac) or (pp_frac == "-" and "ceiling" not in (out / "mtp_t1.txt").read_text()), rows[0]
         assert (peer_dec, peer_pp) == ("100.0", "1000.0"), rows[0]
         # The ratios come from the unrounded figures (the table shows one decimal), so compare within the two
