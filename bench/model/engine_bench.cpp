@@ -136,18 +136,15 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
   // in them spent running tasks (busy) and before each thread's first task (late: waking, or no task left),
   // and the part's time on the calling thread alone (outside its jobs).
   std::printf("  %-38s %11s %6s | %6s %5s %5s %11s\n", "", "", "", "jobs", "busy", "late", "alone");
-  auto shares = [](const profile::Jobs& j) {
-    if (j.count > 0)
-      std::printf("%4.0f%% %4.0f%%", 100 * j.busy_share(), 100 * j.late_share());
-    else
-      std::printf("%5s %5s", "-", "-");
-  };
   for (int i : order) {
     const double sec = p.seconds[static_cast<size_t>(i)];
     const profile::Jobs& j = p.jobs[static_cast<size_t>(i)];
     std::printf("  %-38s %8.2f ms %5.1f%% | %6.1f ", profile::part_name(static_cast<profile::Part>(i)),
                 sec * per, 100 * sec / wall, static_cast<double>(j.count) / steps);
-    shares(j);
+    if (j.count > 0)
+      std::printf("%4.0f%% %4.0f%%", 100 * j.busy_share(), 100 * j.late_share());
+    else
+      std::printf("%5s %5s", "-", "-");
     std::printf(" %8.2f ms\n", std::max(0.0, sec - j.wall) * per);
   }
   const profile::Jobs all = p.all_jobs();
@@ -157,8 +154,7 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
         "that, "
         "joined late %.0f%% and waited for the slowest thread %.0f%%; one thread outside jobs %.2f ms\n",
         static_cast<double>(all.count) / steps, all.wall * per, 100 * all.wall / wall, 100 * all.busy_share(),
-        100 * all.late_share(), 100 * std::max(0.0, 1 - all.busy_share() - all.late_share()),
-        (wall - all.wall) * per);
+        100 * all.late_share(), 100 * all.wait_share(), (wall - all.wall) * per);
   }
   return true;
 }

@@ -7,6 +7,7 @@
 // add their busy time. Profile one pool at a time.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -35,10 +36,11 @@ struct Jobs {
                         // for a thread that ran none): waking, or arriving after the tasks were gone
   double capacity = 0;  // thread-seconds the pool had in them: wall time x threads, summed over the jobs
 
-  // Shares of the threads' time in these jobs, 0 without jobs: running tasks, joining late; the rest,
-  // 1 - busy - late, is waiting at the end for the slowest thread.
+  // Shares of the threads' time in these jobs, 0 without jobs: running tasks, joining late, and the rest,
+  // waiting at the end for the slowest thread.
   double busy_share() const { return capacity > 0 ? busy / capacity : 0.0; }
   double late_share() const { return capacity > 0 ? late / capacity : 0.0; }
+  double wait_share() const { return capacity > 0 ? std::max(0.0, 1 - busy_share() - late_share()) : 0.0; }
 };
 
 struct Totals {
