@@ -8,12 +8,13 @@
 // it (the figures once at the start are printed too).
 //
 //   engine_bench MODEL.gguf [--threads 1,2] [--depths 0,4096] [--decode 16] [--pp-reps 2]
-//                [--cache-type f32|f16|q8_0] [--profile] [--profile-rows 1,4]
+//                [--cache-type f32|f16|q8_0] [--profile] [--profile-rows 1,4] [--grain BYTES]
 //
 // --profile: also where the time of a step of 1 row (decode) and of 4 rows (a verify batch) goes at each
 // thread count, by kind of work, and for each kind how much of its thread-pool jobs the threads spent
 // working, joining late or waiting for the slowest (base/step_profile.h). --profile-rows sets the steps' rows
-// instead (512: a prompt chunk).
+// instead (512: a prompt chunk). --grain: the thread pool's least work worth a thread (base/thread_pool.h; 0
+// splits every job), to find where it should sit on a machine.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
   int n_decode = 16, pp_reps = 2;
   bool want_profile = false;
   std::vector<int64_t> profile_rows{1, 4};
+  int64_t grain = ThreadPool::kDefaultGrainBytes;
   CLI::App app{
       "Decode and prompt speed of one model against the memory bandwidth, per thread count and depth",
       "engine_bench"};
@@ -188,6 +190,10 @@ int main(int argc, char** argv) {
   app.add_option("--profile-rows", profile_rows, "Rows of the steps --profile times, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--grain", grain,
+                 "Least work, in bytes, the thread pool gives a thread (0: split every job)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   bench::parse_or_exit(app, argc, argv);
   auto cache = kv_cache_type_from_name(cache_name);
@@ -212,7 +218,7 @@ int main(int argc, char** argv) {
     return static_cast<int32_t>((i * 2654435761u) % static_cast<uint64_t>(c.n_vocab));
   };
   for (int64_t nt : threads) {
-    ThreadPool pool(static_cast<int>(nt));
+    ThreadPool pool(static_cast<int>(nt), grain);
     // The limit at this thread count: a STREAM copy with as many threads, in this run, best of 5 passes
     // (decode below pairs a pass of each probe with each slice of its tokens).
     bench::BandwidthProbe probe(&pool);

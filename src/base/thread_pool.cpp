@@ -1,5 +1,6 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/check.h"
@@ -66,7 +67,8 @@ int ThreadPool::hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, int64_t grain_bytes)
+    : grain_bytes_(grain_bytes < 0 ? kDefaultGrainBytes : grain_bytes) {
   if (n_threads <= 0) n_threads = hardware_threads();
   for (int t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }
@@ -132,6 +134,17 @@ void ThreadPool::worker_loop(int thread) {
     size_t job_tasks = 0;
     if (const size_t ran = run_tasks(thread, &job_tasks); ran > 0) finish_tasks(ran, job_tasks);
   }
+}
+
+int ThreadPool::threads_for(int64_t work_bytes) const {
+  if (grain_bytes_ == kSplitAll) return size();
+  return static_cast<int>(std::clamp<int64_t>(work_bytes / grain_bytes_, 1, size()));
+}
+
+void ThreadPool::parallel_for(size_t n_tasks, int64_t work_bytes,
+                              const std::function<void(size_t, int)>& fn) {
+  if (threads_for(work_bytes) > 1) return parallel_for(n_tasks, fn);
+  for (size_t i = 0; i < n_tasks; ++i) fn(i, 0);
 }
 
 void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, int)>& fn) {

@@ -91,6 +91,17 @@ void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
   int64_t active = 0;
   for (int64_t e = 0; e < n_exp; ++e) active += offset[e + 1] > offset[e];
   const int64_t n_mats = active * static_cast<int64_t>(routed.size()) + static_cast<int64_t>(shared.size());
+  // Bytes of weights streamed, each row past a matrix's first adding a quarter (as kernels::matmul_batch).
+  int64_t work = 0;
+  auto bytes = [](const TensorView& t, int64_t n_rows) {
+    const int64_t b = mat(t).row_bytes * t.ne[1];
+    return b + b * (n_rows - 1) / 4;
+  };
+  for (const ExpertMatrix& m : shared) work += bytes(*m.t, n);
+  for (int64_t e = 0; e < n_exp; ++e)
+    for (const ExpertMatrix& m : routed)
+      if (offset[e + 1] > offset[e]) work += bytes(*m.t, offset[e + 1] - offset[e]);
+  const int threads = p.pool.threads_for(work);
   std::vector<ExpertItem>& items = p.ws.expert_items;
   items.clear();
   auto add = [&](const kernels::MatrixView& w, const ExpertMatrix& m, const int32_t* r, int64_t n_rows,
@@ -100,7 +111,7 @@ void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
   };
   for (const ExpertMatrix& m : shared) {
     const kernels::MatrixView w = mat(*m.t);
-    const int64_t chunk = expert_chunk(n_mats, w.n_out, p.pool.size());
+    const int64_t chunk = expert_chunk(n_mats, w.n_out, threads);
     const int64_t scaled = chunk * n_pairs / std::max<int64_t>(1, active * n);
     add(w, m, nullptr, n, m.y,
         std::min(w.n_out, std::max(kernels::kPackRows, scaled / kernels::kPackRows * kernels::kPackRows)));
@@ -112,10 +123,10 @@ void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
       w.n_out = m.t->ne[1];
       w = w.stacked_at(e);
       add(w, m, rows + offset[e], offset[e + 1] - offset[e], m.y + offset[e] * w.n_out,
-          expert_chunk(n_mats, w.n_out, p.pool.size()));
+          expert_chunk(n_mats, w.n_out, threads));
     }
   }
-  p.pool.parallel_for(items.size(), [&](size_t i, int) {
+  p.pool.parallel_for(items.size(), work, [&](size_t i, int) {
     const ExpertItem& it = items[i];
     kernels::matmul_range(it.w, *it.x, it.rows, it.n_rows, it.o0, it.o1, it.y, it.y_stride);
   });

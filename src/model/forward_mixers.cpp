@@ -135,10 +135,18 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   for (int64_t gr = 0; gr < ws.n_groups; ++gr)
     blocks += (static_cast<int64_t>(ws.groups[gr].rows.size()) + kRowBlock - 1) / kRowBlock;
   for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
+  // Work: the K and V rows each row block reads (cached as 2 bytes a value or fewer), in bytes.
+  int64_t work = 0;
+  for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
+    const SeqGroup& sg = ws.groups[gr];
+    const int64_t keys = p.batch.rows[sg.rows.back()].pos + 1;
+    work += (static_cast<int64_t>(sg.rows.size()) + kRowBlock - 1) / kRowBlock * keys * kvw * 4;
+  }
+  const int threads = p.pool.threads_for(work);
   // Split the query heads of a KV head only when there are too few items for the threads (a split reads the
   // KV head's rows once per part).
   int64_t n_sub = 1;
-  while (blocks * n_kv * n_sub < p.pool.size() && n_sub < group) {
+  while (blocks * n_kv * n_sub < threads && n_sub < group) {
     ++n_sub;
     while (group % n_sub != 0) ++n_sub;
   }
@@ -156,7 +164,7 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
   constexpr int64_t kVChunk = 64;          // V columns per weighted-sum call over F32 rows
   for (int t = 0; t < p.pool.size(); ++t)
     p.scratch(t, kRowBlock * sub * score_stride(max_keys) + (kKeysPerCall + 1 + kKeyBlock) * hd);
-  p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), [&](size_t task, int thread) {
+  p.pool.parallel_for(static_cast<size_t>(blocks * n_kv * n_sub), work, [&](size_t task, int thread) {
     const int64_t blk = static_cast<int64_t>(task) / (n_kv * n_sub),
                   rest = static_cast<int64_t>(task) % (n_kv * n_sub);
     const int64_t j = rest / n_sub, h0 = j * group + (rest % n_sub) * sub;
@@ -303,7 +311,10 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   const int64_t conv_chunk = std::max<int64_t>(1, 1024 / d) * d;
   const int64_t n_chunks = (cd + conv_chunk - 1) / conv_chunk;
   const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  p.pool.parallel_for(static_cast<size_t>(ws.n_groups * n_chunks), [&](size_t item, int thread) {
+  // Work in bytes' worth: a channel-row (its taps, SiLU, copies) costs a thread about what 16 bytes of a
+  // weight stream do (one decode row at 35B-A3B widths, 8,192 channels: about 35 us on one thread).
+  const int64_t conv_work = (ws.n_groups * n_prev + n) * cd * 16;
+  p.pool.parallel_for(static_cast<size_t>(ws.n_groups * n_chunks), conv_work, [&](size_t item, int thread) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(item) / n_chunks];
     const int64_t m = static_cast<int64_t>(sg.rows.size());
     const int64_t c0 = static_cast<int64_t>(item) % n_chunks * conv_chunk, nc = std::min(cd - c0, conv_chunk);
@@ -351,7 +362,9 @@ void delta_net(Pass& p, const DeltaNetWeights& w, int32_t gi) {
   const float* dt_bias = f32_of(ws, w.dt_bias);
   const float* ssm_a = f32_of(ws, w.a);
   const float* norm = f32_of(ws, w.norm);
-  p.pool.parallel_for(static_cast<size_t>(ws.n_groups * h_v), [&](size_t task, int thread) {
+  // Work: every head's d x d state read and written once a row, in bytes.
+  const int64_t rule_work = n * h_v * d * d * 2 * static_cast<int64_t>(sizeof(float));
+  p.pool.parallel_for(static_cast<size_t>(ws.n_groups * h_v), rule_work, [&](size_t task, int thread) {
     const SeqGroup& sg = ws.groups[static_cast<int64_t>(task) / h_v];
     const int64_t j = static_cast<int64_t>(task) % h_v, kh = j % h_k;
     std::vector<kernels::DeltaRuleRow>& steps = ws.delta_rows[thread];

@@ -35,6 +35,36 @@ TEST(ThreadPool, ReusableManyTimes) {
   EXPECT_EQ(sum.load(), 500L * 45);
 }
 
+// A job's work in bytes sets how many threads it keeps busy: one per grain, at least one, at most the pool's;
+// a job for one thread runs every task on the calling thread, and kSplitAll hands every job to all threads.
+TEST(ThreadPool, SmallJobsRunOnTheCallingThread) {
+  ThreadPool pool(4, 1000);
+  EXPECT_EQ(pool.grain_bytes(), 1000);
+  EXPECT_EQ(pool.threads_for(0), 1);
+  EXPECT_EQ(pool.threads_for(1999), 1);
+  EXPECT_EQ(pool.threads_for(2000), 2);
+  EXPECT_EQ(pool.threads_for(3999), 3);
+  EXPECT_EQ(pool.threads_for(int64_t{1} << 40), 4);
+  EXPECT_EQ(ThreadPool(4, ThreadPool::kSplitAll).threads_for(0), 4);
+  EXPECT_EQ(ThreadPool(2).grain_bytes(), ThreadPool::kDefaultGrainBytes);
+  EXPECT_EQ(ThreadPool(2, -5).grain_bytes(), ThreadPool::kDefaultGrainBytes);
+
+  // Tasks long enough that the workers would take some of them if the job were handed out.
+  const std::thread::id caller = std::this_thread::get_id();
+  auto run = [&](int64_t work) {
+    std::atomic<int> elsewhere{0}, ran{0};
+    pool.parallel_for(64, work, [&](size_t, int t) {
+      if (t != 0 || std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+      ran.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+    EXPECT_EQ(ran.load(), 64);
+    return elsewhere.load();
+  };
+  EXPECT_EQ(run(1999), 0);
+  EXPECT_GT(run(4000), 0) << "a job worth four threads ran on the calling thread alone";
+}
+
 // Jobs spaced wider than the polling window: workers go to sleep between them and must be woken for each
 // (a lost wake-up hangs here, and ctest's timeout reports it); jobs back to back are picked up by polling.
 TEST(ThreadPool, WakesSleepingWorkersAndPollingOnes) {

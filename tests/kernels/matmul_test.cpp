@@ -186,7 +186,7 @@ TEST_P(MatmulTypes, BatchInvariantPerIsa) {
   const test::QuantMatrix m =
       test::make_matrix(type, test::make_values(Pattern::kGaussian, n_out, n_in, 5), n_in, n_out);
   const std::vector<float> x = test::make_values(Pattern::kGaussian, n_rows, n_in, 6);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   for (Isa isa : test::supported_isas())
     for (bool vnni : test::vnni_settings(isa)) {
       test::VnniScope vs(vnni);
@@ -319,7 +319,7 @@ TEST(Matmul, StackedExpertViewAndBufferReuse) {
 TEST(Matmul, BatchOfJobsEqualsOneCallEach) {
   const int64_t n_in = 512, rows = 3;
   const std::vector<float> x = test::make_values(Pattern::kGaussian, rows, n_in, 8);
-  ThreadPool pool(3);
+  ThreadPool pool(3, ThreadPool::kSplitAll);
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::F32}) {
     std::vector<test::QuantMatrix> ms;
     for (int64_t n_out : {64, 37, 512})

@@ -41,7 +41,7 @@ struct EngineFixtures {
 const EngineFixtures& engine_fixtures() {
   static const std::unique_ptr<EngineFixtures> f = [] {
     auto out = std::make_unique<EngineFixtures>();
-    ThreadPool pool(2);
+    ThreadPool pool(2, ThreadPool::kSplitAll);
     auto make = [&](const std::string& name, GgmlType type, bool wide) {
       surgery::SynthOptions opt;
       opt.mtp = true;
@@ -160,7 +160,7 @@ class EngineVsReference : public ::testing::TestWithParam<std::string> {};
 TEST_P(EngineVsReference, LogitsCloseForPromptAndDecode) {
   const std::string name = GetParam();
   Model model = load(model_path(name));
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   Memory mem = make_memory(model);
   const int32_t seq = *mem.seq_create();
   ReferenceState exact(model.config()), as_kernels(model.config());
@@ -206,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineVsReference,
 
 TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
   Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   Memory mem = make_memory(model, 1, 256);
   const int32_t seq = *mem.seq_create();
   ReferenceState st(model.config());
@@ -233,7 +233,7 @@ TEST(Engine, GreedyTokensMatchReferenceFor64StepsOnExample) {
 TEST(Engine, BatchInvariance) {
   for (const std::string name : {"q8_0", "w_q4_k", "w_iq4_xs"}) {  // w_iq4_xs: row and tile kernels mix
     Model model = load(model_path(name));
-    ThreadPool pool(2);
+    ThreadPool pool(2, ThreadPool::kSplitAll);
     const std::vector<int32_t> prompt = tokens(20, model.config().n_vocab, 9);
     Memory m1 = make_memory(model);
     const auto whole = run_engine(model, m1, *m1.seq_create(), prompt, 20, pool);
@@ -272,7 +272,9 @@ TEST(Engine, BatchInvariance) {
 // A prompt long enough that the pass splits its row loops (norms, gates, SwiGLU, the expert combine) over the
 // pool's threads: 300 rows x 256 values and more per loop, past forward_pass.h's kRowsParallelMin. The logits
 // are bitwise those of one thread, and of the rows run one at a time (where nothing is split); three threads
-// split the expert passes' matrices into other pieces than two or four do.
+// split the expert passes' matrices into other pieces than two or four do. A pool with a small grain gives
+// each job as many of its threads as the job's work is worth (some one, some two or three, some all four),
+// and the default grain runs most of this tiny model's jobs on the calling thread: the same bits.
 TEST(Engine, RowLoopsSplitOverThreadsChangeNoBit) {
   Model model = load(model_path("w_iq4_xs"));
   const std::vector<int32_t> prompt = tokens(300, model.config().n_vocab, 5);
@@ -280,9 +282,17 @@ TEST(Engine, RowLoopsSplitOverThreadsChangeNoBit) {
   Memory m1 = make_memory(model);
   const auto rowwise = run_engine(model, m1, *m1.seq_create(), prompt, 1, one);
   for (int threads : {2, 3, 4}) {
-    ThreadPool pool(threads);
+    ThreadPool pool(threads, ThreadPool::kSplitAll);
     Memory m = make_memory(model);
     EXPECT_EQ(run_engine(model, m, *m.seq_create(), prompt, prompt.size(), pool), rowwise) << threads;
+  }
+  for (int64_t grain : {int64_t{16384}, ThreadPool::kDefaultGrainBytes}) {
+    ThreadPool pool(4, grain);
+    for (size_t chunk : {prompt.size(), size_t{1}}) {
+      Memory m = make_memory(model);
+      EXPECT_EQ(run_engine(model, m, *m.seq_create(), prompt, chunk, pool), rowwise)
+          << "grain " << grain << ", chunk " << chunk;
+    }
   }
 }
 
@@ -298,7 +308,7 @@ TEST(Engine, PackedWeightsChangeNoBit) {
   Model plain = load(model_path("w_iq4_xs"));
   unsetenv("MTP_PACK");
   EXPECT_EQ(plain.packed_bytes(), 0);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   // Packed in pieces on a pool's threads: the same model.
   auto pooled = Model::load(model_path("w_iq4_xs"), &pool);
   ASSERT_TRUE(pooled.ok()) << pooled.status().message();
@@ -315,7 +325,7 @@ TEST(Engine, PackedWeightsChangeNoBit) {
 // n rows, roll back to keep m, continue: bitwise the same as never having processed the dropped rows.
 TEST(Engine, RollbackEqualsNeverProcessed) {
   Model model = load(model_path("q8_0"));
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   const int64_t vocab = model.config().n_vocab;
   const std::vector<int32_t> prefix = tokens(9, vocab, 4), drafts = tokens(6, vocab, 8),
                              cont = tokens(3, vocab, 12);
@@ -385,7 +395,7 @@ TEST(Engine, RollbackEqualsNeverProcessed) {
 TEST(Engine, MtpHeadMatchesReference) {
   for (const std::string name : {"f32", "q8_0"}) {
     Model model = load(model_path(name));
-    ThreadPool pool(2);
+    ThreadPool pool(2, ThreadPool::kSplitAll);
     Memory mem = make_memory(model);
     const int32_t s = *mem.seq_create();
     ReferenceState st(model.config());
@@ -499,7 +509,7 @@ TEST(Memory, GuaranteedKvBlocksAreResidentFromTheStart) {
 
 TEST(Memory, CapturedStateEqualsTheStateOfAChunkEndingThere) {
   Model model = load(fixtures().tiny_mtp);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   const std::vector<int32_t> toks = tokens(30, model.config().n_vocab, 4);
   Memory whole = make_memory(model), part = make_memory(model);
   const int32_t a = *whole.seq_create(), b = *part.seq_create();

@@ -98,7 +98,7 @@ TEST(KvCache, SizesAndUnsupportedTypes) {
 // max 10x that.
 TEST(KvCache, CloseToF32Cache) {
   Model model = load(fixtures().tiny_q8_mtp);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   const std::vector<int32_t> toks = tokens(40, model.config().n_vocab, 17);
   Memory ref_mem = make_memory(model, GgmlType::F32, GgmlType::F32);
   const auto want = run(model, ref_mem, toks, 24, pool);  // a prompt batch, then rows of 16 more
@@ -118,7 +118,7 @@ TEST(KvCache, CloseToF32Cache) {
 
 TEST(KvCache, BatchInvariantPerType) {
   Model model = load(fixtures().tiny_q8_mtp);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   const std::vector<int32_t> toks = tokens(20, model.config().n_vocab, 9);
   for (const Types& t : kTypes) {
     Memory m1 = make_memory(model, t.k, t.v);
@@ -148,7 +148,7 @@ TEST(KvCache, BatchInvariantPerType) {
 
 TEST(KvCache, RollbackEqualsNeverProcessedPerType) {
   Model model = load(fixtures().tiny_q8_mtp);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   const int64_t vocab = model.config().n_vocab;
   const std::vector<int32_t> prefix = tokens(17, vocab, 4), drafts = tokens(4, vocab, 8),
                              cont = tokens(3, vocab, 12);
@@ -185,7 +185,7 @@ TEST(KvCache, RollbackEqualsNeverProcessedPerType) {
 // The MTP block's KV uses the same storage.
 TEST(KvCache, MtpHeadRunsOnQuantizedCache) {
   Model model = load(fixtures().tiny_q8_mtp);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   const std::vector<int32_t> toks = tokens(12, model.config().n_vocab, 21);
   std::vector<float> logits[2];
   int i = 0;

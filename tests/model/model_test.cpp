@@ -268,7 +268,7 @@ TEST(ReferenceForward, IndependentStatesResetAndThreadsAgreeBitForBit) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   ReferenceState a(m->config()), b(m->config());
   auto ra = feed(*m, a, kPrompt);
-  ThreadPool pool(2);
+  ThreadPool pool(2, ThreadPool::kSplitAll);
   auto rb = feed(*m, b, kPrompt, &pool);
   ASSERT_EQ(ra.size(), rb.size());
   for (size_t i = 0; i < ra.size(); ++i) {

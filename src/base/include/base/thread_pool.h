@@ -19,13 +19,30 @@ namespace mtp {
 
 class ThreadPool {
  public:
-  // n_threads <= 0 means one per hardware thread.
-  explicit ThreadPool(int n_threads = 0);
+  // The least work worth a thread of its own, in bytes a job's tasks read or write (weights streamed, states
+  // updated): handing a job to another thread costs a few microseconds (publishing it, the other core
+  // fetching its inputs, waiting for the slowest), about what one thread spends on this many bytes in cache.
+  // A small model's decode step (256 wide, 29 jobs) took 0.25 ms at 2 threads against 0.14 ms at 1 when
+  // every job was split. kSplitAll splits every job (tests that check a split changes no result).
+  static constexpr int64_t kDefaultGrainBytes = 128 * 1024;
+  static constexpr int64_t kSplitAll = 0;
+
+  // n_threads <= 0 means one per hardware thread; grain_bytes < 0 means kDefaultGrainBytes.
+  explicit ThreadPool(int n_threads = 0, int64_t grain_bytes = kDefaultGrainBytes);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  int64_t grain_bytes() const { return grain_bytes_; }
+
+  // How many threads a job of `work_bytes` keeps busy: one per grain, 1 to size() (size() for kSplitAll).
+  int threads_for(int64_t work_bytes) const;
+
+  // parallel_for for a job of `work_bytes`: on the calling thread alone where threads_for says one.
+  void parallel_for(size_t n_tasks, int64_t work_bytes,
+                    const std::function<void(size_t task, int thread)>& fn);
 
   // Calls fn(task, thread) for every task in [0, n_tasks), each exactly once, and returns when all are done.
   // `thread` is in [0, size()) and is unique among concurrently running calls (for per-thread scratch).
@@ -44,6 +61,7 @@ class ThreadPool {
   static constexpr size_t kMaxTasks = size_t{1} << 31;
 
   std::vector<std::thread> workers_;
+  int64_t grain_bytes_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
