@@ -77,8 +77,7 @@ class Level {
       ro.sampling.temperature = 0;
       ro.max_tokens = o_.max_tokens;
       ro.ignore_eos = true;
-      const std::string prompt = "Request " + std::to_string(next_++) + " of the sweep: the model";
-      MTP_ASSIGN_OR_RETURN(active_[c], engine_.submit(tok_.encode(prompt), ro));
+      MTP_ASSIGN_OR_RETURN(active_[c], engine_.submit(tok_.encode(bench::sweep_prompt(next_++)), ro));
       --left_[c];
     }
     if (engine_.idle()) {

@@ -90,7 +90,7 @@ Level run_level(int port, int concurrency, const Options& o) {
   for (int c = 0; c < concurrency; ++c) {
     clients.emplace_back([&] {
       for (int i; (i = next++) < n_requests;) {
-        Json body = {{"prompt", "Request " + std::to_string(i) + " of the sweep: the model"},
+        Json body = {{"prompt", mtp::bench::sweep_prompt(i)},
                      {"max_tokens", o.max_tokens},
                      {"temperature", 0},
                      {"ignore_eos", true}};
