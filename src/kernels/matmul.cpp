@@ -241,12 +241,10 @@ void matmul(const MatrixView& w, const PreparedActivations& x, float* y, int64_t
 }
 
 void matmul_batch(std::span<const MatmulJob> jobs, const PreparedActivations& x, ThreadPool* pool) {
-  // Work in bytes of weights streamed, each activation row past the first adding a quarter (a 4-row verify
-  // costs about 1.7x one row): where it keeps one thread busy only, the call runs on this one.
-  int64_t work = 0;
-  for (const MatmulJob& j : jobs) work += j.w.n_out * j.w.row_bytes;
-  work += work * (x.n_rows() - 1) / 4;
-  const int n_threads = pool != nullptr ? pool->threads_for(work) : 1;
+  // Where the call's work keeps one thread busy only, it runs on this one.
+  int64_t bytes = 0;
+  for (const MatmulJob& j : jobs) bytes += j.w.n_out * j.w.row_bytes;
+  const int n_threads = pool != nullptr ? pool->threads_for(product_work(bytes, x.n_rows())) : 1;
   if (n_threads <= 1) {
     for (const MatmulJob& j : jobs) matmul_range(j.w, x, nullptr, x.n_rows(), 0, j.w.n_out, j.y, j.y_stride);
     return;

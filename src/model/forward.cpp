@@ -91,16 +91,16 @@ void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
   int64_t active = 0;
   for (int64_t e = 0; e < n_exp; ++e) active += offset[e + 1] > offset[e];
   const int64_t n_mats = active * static_cast<int64_t>(routed.size()) + static_cast<int64_t>(shared.size());
-  // Bytes of weights streamed, each row past a matrix's first adding a quarter (as kernels::matmul_batch).
+  // Each matrix's product as kernels::product_work prices it (one expert's matrix of a 3-D stack: ne[1]
+  // rows).
   int64_t work = 0;
-  auto bytes = [](const TensorView& t, int64_t n_rows) {
-    const int64_t b = mat(t).row_bytes * t.ne[1];
-    return b + b * (n_rows - 1) / 4;
+  auto product = [](const TensorView& t, int64_t n_rows) {
+    return kernels::product_work(mat(t).row_bytes * t.ne[1], n_rows);
   };
-  for (const ExpertMatrix& m : shared) work += bytes(*m.t, n);
+  for (const ExpertMatrix& m : shared) work += product(*m.t, n);
   for (int64_t e = 0; e < n_exp; ++e)
     for (const ExpertMatrix& m : routed)
-      if (offset[e + 1] > offset[e]) work += bytes(*m.t, offset[e + 1] - offset[e]);
+      if (offset[e + 1] > offset[e]) work += product(*m.t, offset[e + 1] - offset[e]);
   const int threads = p.pool.threads_for(work);
   std::vector<ExpertItem>& items = p.ws.expert_items;
   items.clear();

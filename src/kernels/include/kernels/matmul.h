@@ -119,6 +119,12 @@ struct MatmulJob {
 };
 void matmul_batch(std::span<const MatmulJob> jobs, const PreparedActivations& x, ThreadPool* pool);
 
+// A product's work for ThreadPool::threads_for: the weight bytes it streams, each activation row past the
+// first adding a quarter (a 4-row verify costs about 1.7x one row).
+inline int64_t product_work(int64_t weight_bytes, int64_t rows) {
+  return weight_bytes + weight_bytes * (rows - 1) / 4;
+}
+
 // On the calling thread: for i in [0, n_rows) and o in [o_begin, o_end),
 //   y[i * y_stride + o] = sum_k W[o][k] * x_{rows[i]}[k]
 // (rows == nullptr: rows[i] = i). y points at output row 0, column 0 (o is absolute, not o - o_begin).
