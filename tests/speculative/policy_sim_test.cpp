@@ -355,7 +355,21 @@ TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {
   Costs neither{trunk, dear};
   neither.draft_subset = cheap;
   neither.accept_subset = 0.15;
+  // Both pay, the subset far more (the 8-layer 35B-A3B-width file at c1 on 2 cores: a full pass about half a
+  // plain step, the subset's a tenth).
+  auto half = [](int64_t, int64_t rows) { return 0.008 + 0.0004 * static_cast<double>(rows); };
+  Costs both_pay{trunk, half};
+  both_pay.draft_subset = cheap;
+  both_pay.accept_subset = 0.85;
+  Costs both_pay_requests = both_pay;  // and requests of 32 tokens, each with a 20-row prompt to catch up on
+  both_pay_requests.request_tokens = 32;
+  both_pay_requests.prompt_rows = 20;
   for (int64_t c : {1, 4}) {
+    const Verdict bp = judge("both heads pay, the subset more", both_pay, c, 3, 0.95, 600);
+    EXPECT_GE(bp.vs_best_fixed, 0.95) << "c" << c;
+    const Verdict bpr =
+        judge("both heads pay, the subset more; short requests", both_pay_requests, c, 3, 0.95, 600);
+    EXPECT_GE(bpr.vs_best_fixed, 0.95) << "c" << c;
     const Verdict sp = judge("full head dear, subset pays", subset_pays, c, 3, 0.95, 600);
     EXPECT_GE(sp.vs_off, 1.15) << "c" << c;
     EXPECT_GE(sp.vs_best_fixed, 0.95) << "c" << c;
