@@ -462,9 +462,11 @@ std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int6
   std::vector<int32_t> k = plan(slots, prompt_rows);
   // Where the model prices drafting with this head below plain decoding, the next step uses the other head
   // if it went untried for long (or ever): a price never measured must not stay unmeasured because the
-  // measured one lost; or if its last window delivered, and the model has not declined it since.
+  // measured one lost; or if its last window delivered, and the model has not declined it since. Not where
+  // no slot could draft (each request on its last token): that says nothing of the head.
   if (opt_.choose_head && prompt_rows == 0 && !refresh && n > 0 && plain_.trusted(n) && !paused(n) &&
-      std::all_of(k.begin(), k.end(), [](int32_t x) { return x == 0; })) {
+      std::all_of(k.begin(), k.end(), [](int32_t x) { return x == 0; }) &&
+      std::any_of(slots.begin(), slots.end(), [](const SlotDemand& s) { return s.n_max > 0; })) {
     Outcome& o = outcome(n);
     const size_t h = head_index(), other = 1 - h;
     o.head_good[h] = false;
