@@ -341,9 +341,14 @@ void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
   double best_rate = draft_rate;
   if (opt_.choose_head) {
     const size_t h = static_cast<size_t>(o.head), other = 1 - h;
-    o.head_rate[h] = draft_rate;
+    // A head's rate over its recent windows, not its last one alone: acceptance is a coin per position, and
+    // one unlucky 4-step window (a clear loss) of the head that paid most had the other take over for 512
+    // steps (fake clock: 0.91x the best fixed profile at c1).
+    const bool rated_before = o.head_rated_at[h] >= o.head_used_at[h] - kHeadRetrySteps && o.head_rate[h] > 0;
+    o.head_rate[h] = rated_before ? 0.5 * (o.head_rate[h] + draft_rate) : draft_rate;
     o.head_rated_at[h] = trunk_steps_;
-    o.head_good[h] = draft_rate >= (1 - kSmallLoss) * plain_rate;
+    o.head_good[h] = o.head_rate[h] >= (1 - kSmallLoss) * plain_rate;
+    best_rate = o.head_rate[h];
     if (other_head_stale(o)) {
       o.head = static_cast<DraftHead>(other);  // its own try next, before any verdict on drafting
       return;
@@ -353,7 +358,7 @@ void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
     const bool rated =
         o.head_good[other] && o.head_rated_at[other] >= o.head_used_at[other] - kHeadRetrySteps;
     const double other_rate = rated ? o.head_rate[other] : 0.0;
-    if (other_rate > draft_rate) {
+    if (other_rate > o.head_rate[h]) {
       o.head = static_cast<DraftHead>(other);
       best_rate = other_rate;
     }

@@ -360,8 +360,8 @@ TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {
   Costs neither{trunk, dear};
   neither.draft_subset = cheap;
   neither.accept_subset = 0.15;
-  // Both pay, the subset far more: a full pass 0.8 of a plain step, the subset's a sixth.
-  Costs both_pay{trunk, [](int64_t, int64_t rows) { return 0.008 + 0.0004 * static_cast<double>(rows); }};
+  // Both pay, the subset far more: a full pass 0.4 of a plain step, the subset's a sixth.
+  Costs both_pay{trunk, [](int64_t, int64_t rows) { return 0.004 + 0.0004 * static_cast<double>(rows); }};
   both_pay.draft_subset = cheap;
   both_pay.accept_subset = 0.85;
   // The same with a full pass at 0.4 of a plain step (the 8-layer 35B-A3B-width file at c1 on 2 cores: 10 ms
