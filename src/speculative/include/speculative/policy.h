@@ -197,7 +197,8 @@ class DraftPolicy {
     double probe_budget = 0;
     int64_t probe_halvings = 0;
     // With choose_head: the head steps use here; when each was last in use here and when its last window
-    // of drafting steps was judged (trunk_steps_; -1 never), and what that window delivered (tokens/s).
+    // of drafting steps was judged (trunk_steps_; -1 never), and what its windows delivered (tokens/s: the
+    // mean of the rate before and the last window's, judge()).
     DraftHead head = DraftHead::kFull;
     std::array<int64_t, kDraftHeads> head_used_at{-1, -1};
     std::array<int64_t, kDraftHeads> head_rated_at{-1, -1};
