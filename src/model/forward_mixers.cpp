@@ -131,17 +131,16 @@ void attention(Pass& p, const AttentionWeights& w, int32_t slot) {
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t group = n_head / n_kv;
   MTP_CHECK(group <= 16, "more than 16 query heads per KV head: ", group);
-  int64_t blocks = 0, max_keys = 0;
-  for (int64_t gr = 0; gr < ws.n_groups; ++gr)
-    blocks += (static_cast<int64_t>(ws.groups[gr].rows.size()) + kRowBlock - 1) / kRowBlock;
-  for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
-  // Work: the K and V rows each row block reads (cached as 2 bytes a value or fewer), in bytes.
-  int64_t work = 0;
+  // Row blocks, and the work: the K and V rows each block reads (cached as 2 bytes a value or fewer), in
+  // bytes.
+  int64_t blocks = 0, max_keys = 0, work = 0;
   for (int64_t gr = 0; gr < ws.n_groups; ++gr) {
     const SeqGroup& sg = ws.groups[gr];
-    const int64_t keys = p.batch.rows[sg.rows.back()].pos + 1;
-    work += (static_cast<int64_t>(sg.rows.size()) + kRowBlock - 1) / kRowBlock * keys * kvw * 4;
+    const int64_t b = (static_cast<int64_t>(sg.rows.size()) + kRowBlock - 1) / kRowBlock;
+    blocks += b;
+    work += b * (p.batch.rows[sg.rows.back()].pos + 1) * kvw * 4;
   }
+  for (int64_t r = 0; r < n; ++r) max_keys = std::max(max_keys, p.batch.rows[r].pos + 1);
   const int threads = p.pool.threads_for(work);
   // Split the query heads of a KV head only when there are too few items for the threads (a split reads the
   // KV head's rows once per part).
