@@ -14,7 +14,7 @@
 // auto-full / auto-subset (auto with that head only). Acceptance is printed per head where both drafted.
 //
 // --trace prints one line per engine step (profile, generating slots, trunk and prompt rows, drafting
-// slots, drafted, accepted, step and draft milliseconds) to stderr.
+// slots, drafted, accepted, step and draft milliseconds, the draft head) to stderr.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -91,11 +91,11 @@ class Level {
     if (o_.trace)
       std::fprintf(stderr,
                    "%-6s gen %2d rows %3lld prompt %3lld drafting %2d drafted %3lld accepted %3lld %7.1f ms"
-                   " (draft %5.1f ms)\n",
+                   " (draft %5.1f ms, %s head)\n",
                    profile, info.generating, static_cast<long long>(info.trunk_rows),
                    static_cast<long long>(info.prompt_rows), info.drafting,
                    static_cast<long long>(info.drafted), static_cast<long long>(info.accepted),
-                   info.seconds * 1e3, info.draft_seconds * 1e3);
+                   info.seconds * 1e3, info.draft_seconds * 1e3, speculative::draft_head_name(info.head));
     ByGenerating& g = by_gen_[info.generating];
     ++g.steps;
     g.drafted += info.drafted;

@@ -37,6 +37,9 @@ struct Costs {
   // A second head (the vocabulary subset): its draft pass and its conditional acceptance per position.
   std::function<double(int64_t step, int64_t rows)> draft_subset = nullptr;
   double accept_subset = 0;
+  // Steps at the start in which one slot generates alone (a sweep's c1 level before this one): the prices
+  // measured there carry over to the full batch.
+  int64_t solo_steps = 0;
 };
 
 struct Run {
@@ -74,6 +77,7 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
     std::vector<size_t> gen;  // the generating slots
     int64_t prompt_rows = 0;
     for (size_t s = 0; s < reading.size(); ++s) {
+      if (s > 0 && step < costs.solo_steps) continue;
       if (reading[s]) prompt_rows += costs.prompt_rows;
       if (!reading[s]) gen.push_back(s);
     }
@@ -340,6 +344,25 @@ TEST(PolicySim, AStaleDearPriceIsMeasuredAgain) {
     EXPECT_GE(after.vs_off, 1.05) << "c" << c;
     EXPECT_GE(after.vs_best_fixed, 0.9) << "c" << c;
   }
+}
+
+// A c1 level first, then c4 (as a sweep runs them): the verify sizes c1 measured (2-4 rows) share the fixed
+// cost of a step, and a line through them prices the 8- to 16-row verifies of four slots a fifth below what
+// they cost (measured on Zen 4 at 2 threads, the 8-layer 35B-A3B-width file: a 16-row verify priced at 64 ms
+// ran at 85-94). There drafting is worth nothing, and each new request's 40-row prompt is a backlog for the
+// MTP block: a price measured only at c1 must not start it.
+TEST(PolicySim, PricesMeasuredAtC1DoNotStartDraftingAtC4) {
+  Costs levels{[](int64_t, int64_t r, int64_t v) {
+                 const double rows = static_cast<double>(r + v);
+                 return 0.010 + 0.0035 * std::min(rows, 4.0) + 0.0048 * std::max(rows - 4, 0.0);
+               },
+               [](int64_t, int64_t rows) { return 0.0008 + 0.0003 * static_cast<double>(rows); }};
+  levels.request_tokens = 32;
+  levels.prompt_rows = 40;
+  levels.solo_steps = 200;
+  // No drafting step in the first 60 at c4 (a probe may come later, once the plain steps paid for it).
+  EXPECT_EQ(simulate(levels, 4, 3, 0.98, -1, levels.solo_steps + 60, levels.solo_steps).drafting_steps, 0);
+  EXPECT_GE(judge("c1 then c4", levels, 4, 3, 0.98, levels.solo_steps + 400, levels.solo_steps).vs_off, 0.98);
 }
 
 // Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
