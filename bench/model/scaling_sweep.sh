@@ -11,17 +11,19 @@
 # by bench/model/carry.sh).
 #   bench/model/scaling_sweep.sh -m MODEL -o OUT [--threads 1,4,8,16] [--levels 1,4,16] [--decode 32]
 #     [--pp-reps 2] [--max-tokens 32] [--draft-max 3] [-np 16] [-c 8192] [--bin DIR] [--timeout 300]
-#     [--peer NAME=LLAMA_BENCH_BIN]... [--peer-args "ARGS"] [--no-sweep]
+#     [--peer NAME=LLAMA_BENCH_BIN]... [--peer-args "ARGS"] [--grains 0,...] [--no-sweep]
 # --timeout bounds each program's run (seconds); one that runs over leaves its partial output and a note.
+# --grains runs engine_bench again at the largest thread count with each `--grain BYTES` (0: every job split
+# over every thread, as before the thread pool had a grain), beside the default's row.
 # --peer-args go to every peer (e.g. "-rtr 1" for ik_llama.cpp's run-time repacking; one --peer-args per run).
 set -euo pipefail
 
 model="" out="" threads=1,4,8,16 levels=1,4,16 decode=32 pp_reps=2 max_tokens=32 draft_max=3 slots=16
-ctx=8192 bin="" limit=300 peer_args="" sweep=1
+ctx=8192 bin="" limit=300 peer_args="" sweep=1 grains=""
 peers=()
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   exit "$1"
 }
 while [ $# -gt 0 ]; do
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2 ;; -o) out=$2 ;; --threads) threads=$2 ;; --levels) levels=$2 ;; --decode) decode=$2 ;;
     --pp-reps) pp_reps=$2 ;; --max-tokens) max_tokens=$2 ;; --draft-max) draft_max=$2 ;; -np) slots=$2 ;;
-    -c) ctx=$2 ;; --bin) bin=$2 ;; --timeout) limit=$2 ;; --peer-args) peer_args=$2 ;;
+    -c) ctx=$2 ;; --bin) bin=$2 ;; --timeout) limit=$2 ;; --peer-args) peer_args=$2 ;; --grains) grains=$2 ;;
     --peer)
       case "$2" in
         *=*) peers+=("$2") ;;
@@ -51,6 +53,8 @@ for list in "$threads" "$levels"; do
   [[ "$list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || {
     echo "scaling_sweep: '$list' is not a comma-separated list of positive whole numbers" >&2; exit 2; }
 done
+[ -z "$grains" ] || [[ "$grains" =~ ^(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*$ ]] || {
+  echo "scaling_sweep: --grains '$grains' is not a comma-separated list of whole numbers (bytes)" >&2; exit 2; }
 engine_bench=${bin:-build/bench/model}/engine_bench
 engine_sweep=${bin:-build/bench/server}/engine_sweep
 [ -f "$model" ] || { echo "scaling_sweep: no model file '$model'" >&2; exit 1; }
@@ -96,17 +100,23 @@ for t in ${threads//,/ }; do
     run "${name}_t$t.txt" "$path" -m "$model" -t "$t" -p 512 -n "$decode" -r "$pp_reps" $peer_args
   done
 done
+top=${threads##*,}
+for g in ${grains//,/ }; do
+  echo "threads $top, grain $g"
+  run "mtp_t${top}_grain$g.txt" "$engine_bench" "$model" --threads "$top" --depths 0 --decode "$decode" \
+    --pp-reps "$pp_reps" --profile --profile-rows 1 --grain "$g"
+done
 if [ "$sweep" -eq 1 ]; then
-  top=${threads##*,}
   echo "engine_sweep at $top threads"
   run sweep.txt "$engine_sweep" -m "$model" -np "$slots" -c "$ctx" -t "$top" --max-tokens "$max_tokens" --rounds 1 \
     --levels "$levels" --profiles off,on,auto --draft-max "$draft_max"
 fi
 
-python3 - "$out" "$threads" "$decode" "${peers[@]}" <<'EOF'
+python3 - "$out" "$threads" "$decode" "$grains" "${peers[@]}" <<'EOF'
 import pathlib, re, sys
 
-out, threads, decode, peers = pathlib.Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], sys.argv[4:]
+out, threads, decode, peers = pathlib.Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], sys.argv[5:]
+grains = [g for g in sys.argv[4].split(",") if g]
 names = [p.split("=", 1)[0] for p in peers]
 
 def mtp_figures(text):
@@ -158,6 +168,10 @@ for t in threads:
     print("| " + " | ".join(str(c) for c in row) + " |")
 if len(threads) > 1:
     print(f"\nmtp decode, {threads[-1]} threads vs {threads[0]}: {ratio(decodes[-1], decodes[0])}")
+for g in grains:
+    dec, frac, pp, _ = mtp_figures(read(f"mtp_t{threads[-1]}_grain{g}.txt"))
+    print(f"grain {g} at {threads[-1]} threads: decode {fmt(dec)} tok/s ({frac} of read-only, "
+          f"{ratio(dec, decodes[-1])} the default grain's), pp512 {fmt(pp)} tok/s")
 table = [l for l in read("sweep.txt").splitlines() if l.startswith("|")]
 if table:
     print("\nengine_sweep (tok/s by concurrency level):")

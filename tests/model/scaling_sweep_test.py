@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/model/scaling_sweep.sh end to end on the bundled model at one thread, with a stand-in for llama-bench
 (a script printing llama-bench's table with fixed figures and recording its arguments): the table holds our
-figures, the peer's and their ratios; the peer got the thread count, the file and --peer-args; bad options are
-refused before anything runs.
+figures, the peer's and their ratios; the peer got the thread count, the file and --peer-args; --grains adds
+its runs and their line; bad options are refused before anything runs.
 
 Usage: scaling_sweep_test.py ENGINE_BENCH ENGINE_SWEEP SOURCE_DIR
 """
@@ -40,7 +40,7 @@ def main():
         base = ["bash", str(script), "-m", "tests/data/example.gguf", "--bin", str(bins)]
         cmd = base + ["-o", str(out), "--threads", "1", "--levels", "1", "--decode", "4", "--pp-reps", "1",
                       "-np", "2", "-c", "1024", "--max-tokens", "4", "--peer", f"fake={peer}",
-                      "--peer-args", "-rtr 1"]
+                      "--peer-args", "-rtr 1", "--grains", "0"]
         r = subprocess.run(cmd, cwd=source, capture_output=True, text=True, timeout=240)
         assert r.returncode == 0, r.stdout + r.stderr
         rows = [l for l in r.stdout.splitlines() if l.startswith("| 1 |")]
@@ -63,10 +63,16 @@ def main():
         assert args == ["-m", "tests/data/example.gguf", "-t", "1", "-p", "512", "-n", "4", "-r", "1", "-rtr", "1"], args
         machine = (out / "machine.txt").read_text()
         assert "cores:" in machine and "engine_bench tests/data/example.gguf --threads 1" in machine, machine
+        # --grains: engine_bench again at the largest thread count with that grain, its line under the table.
+        assert "--grain 0" in machine and (out / "mtp_t1_grain0.txt").exists(), machine
+        g = re.search(r"^grain 0 at 1 threads: decode ([0-9.]+) tok/s \(\d+% of read-only, ([0-9.]+)x the default "
+                      r"grain's\), pp512 ([0-9.]+) tok/s$", r.stdout, re.M)
+        assert g and float(g.group(1)) > 0 and float(g.group(3)) > 0, r.stdout
 
         # Refused before anything runs: exit code 2 for options, 1 for files, and no output folder.
         for bad, code in [(["--threads", "1,x"], 2), (["--peer", "nobin"], 2), (["--bogus", "1"], 2),
-                          (["--decode", "0"], 2), (["--peer", f"fake={tmp}/none"], 1)]:
+                          (["--decode", "0"], 2), (["--grains", "0,x"], 2),
+                          (["--peer", f"fake={tmp}/none"], 1)]:
             r = subprocess.run(base + ["-o", str(tmp / "never")] + bad, cwd=source, capture_output=True,
                                text=True, timeout=60)
             assert r.returncode == code, (bad, r.returncode, r.stderr)
