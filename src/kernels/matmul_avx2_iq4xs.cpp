@@ -15,6 +15,7 @@
 // Products use the sign trick of matmul_avx2.cpp: vpmaddubsw(|w|, sign(q, w)) sums two products of at most
 // 127 * 127 into an int16 without saturating; where the CPU has AVX-VNNI the packed kernel sums with
 // vpdpbusd instead (the same integers).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -352,8 +353,14 @@ using WideRowsFn = void (*)(const WidePairs&, const uint8_t*, int64_t, const uin
                             const ActLayout&, float*);
 
 // Super-block outer: each is decoded once, then every group of kWideRows activation rows sums against it.
-void iq4xs_packed_wide(const uint8_t* tile, int n_out, const uint8_t* const* x, int64_t nx,
-                       const ActLayout& l, float* y, int64_t y_stride) {
+// This order reads a tile's pieces across it (sub-block j of super-block sb at j * nb + sb), which the
+// hardware prefetcher does not follow, so each super-block requests its share of the next tile into L2 (the
+// next tile of a matrix follows this one; past the last, a prefetch is harmless). Measured on Zen 4, one
+// thread, the output head's shape (2048 x 248,320, streamed from memory): 12 rows 153 -> 97 ms, 16 rows
+// 174 -> 123 ms (the 4-row passes take 104 and 139), where the whole next tile requested at once (a burst
+// of 270 requests) gave 125 and 150, and into L1 117 and 140; cache-resident matrices unchanged.
+void iq4xs_packed_wide(const uint8_t* tile, int64_t tile_bytes, int n_out, const uint8_t* const* x,
+                       int64_t nx, const ActLayout& l, float* y, int64_t y_stride) {
   static constexpr WideRowsFn kGroups[] = {nullptr, wide_rows<1>, wide_rows<2>, wide_rows<3>, wide_rows<4>};
   struct alignas(32) Row16 {
     float v[16];
@@ -361,7 +368,11 @@ void iq4xs_packed_wide(const uint8_t* tile, int n_out, const uint8_t* const* x, 
   static thread_local std::vector<Row16> acc;
   acc.assign(static_cast<size_t>(nx), Row16{});
   alignas(32) WidePairs w;
+  const int64_t share = (tile_bytes / l.nb + 63) / 64 * 64;  // bytes of the next tile per super-block
+  const uint8_t* next = tile + tile_bytes;
   for (int64_t sb = 0; sb < l.nb; ++sb) {
+    for (int64_t b = sb * share; b < std::min(tile_bytes, (sb + 1) * share); b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T1);
     decode_wide(tile, l.nb, sb, w);
     for (int64_t i = 0; i < nx; i += kWideRows) {
       const int nr = static_cast<int>(nx - i < kWideRows ? nx - i : kWideRows);
@@ -386,7 +397,7 @@ void run_packed(const BlockFn* blocks, int pass_rows, const uint8_t* tile, int n
   }
 }
 
-void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x, int64_t nx,
+void iq4xs_packed(const uint8_t* tile, int64_t row_bytes, int n_out, const uint8_t* const* x, int64_t nx,
                   const ActLayout& l, float* y, int64_t y_stride) {
   static constexpr BlockFn kMadd[] = {nullptr, madd_block<1>, madd_block<2>, madd_block<3>, madd_block<4>};
   static constexpr BlockFn kVnni[] = {nullptr,       vnni_block<1>, vnni_block<2>,
@@ -399,7 +410,8 @@ void iq4xs_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const*
   // on plain AVX2 they stay in memory order too (Zen 3, one thread, the output head's shape: 8 rows in two
   // passes 81 ms against 124 super-block outer, kernels_bench --packed).
   const bool vnni = avx_vnni_active();
-  if (!vnni && nx >= kWideMinRows) return iq4xs_packed_wide(tile, n_out, x, nx, l, y, y_stride);
+  if (!vnni && nx >= kWideMinRows)
+    return iq4xs_packed_wide(tile, kTileOut * row_bytes, n_out, x, nx, l, y, y_stride);
   const int pass_rows = vnni ? VnniSums::kPassRows : MaddSums::kPassRows;
   const BlockFn* blocks = vnni ? (nx <= pass_rows ? kVnni : kVnniSb) : kMadd;
   run_packed(blocks, pass_rows, tile, n_out, x, nx, l, y, y_stride);
