@@ -347,10 +347,10 @@ TEST(PolicySim, AStaleDearPriceIsMeasuredAgain) {
 }
 
 // A c1 level first, then c4 (as a sweep runs them): the verify sizes c1 measured (2-4 rows) share the fixed
-// cost of a step, and a line through them prices the 8- to 16-row verifies of four slots a fifth below what
-// they cost (measured on Zen 4 at 2 threads, the 8-layer 35B-A3B-width file: a 16-row verify priced at 64 ms
-// ran at 85-94). There drafting is worth nothing, and each new request's 40-row prompt is a backlog for the
-// MTP block: a price measured only at c1 must not start it.
+// cost of a step, and a line through them prices the 8- to 16-row verifies of four slots a fifth or more
+// below what they cost (measured on Zen 4 at 2 threads, the 8-layer 35B-A3B-width file: a 16-row verify
+// priced at 64 ms ran at 85-94). There drafting is worth nothing, and each new request's 40-row prompt is a
+// backlog for the MTP block: a price measured only at c1 must not start it.
 TEST(PolicySim, PricesMeasuredAtC1DoNotStartDraftingAtC4) {
   Costs levels{[](int64_t, int64_t r, int64_t v) {
                  const double rows = static_cast<double>(r + v);
