@@ -2,11 +2,11 @@
 // bandwidth, the cost of extra rows relative to one row, and prompt-sized GMAC/s.
 //
 //   kernels_bench [--types q8_0,iq4_xs,q4_K,q6_K] [--isa scalar|avx2|avxvnni|avx512|neon] [--no-head]
-//   [--gemm-only]
-//                 [--pool-mb N] [--packed]
+//                 [--gemm-only] [--rows 1,2,3,4,5,8] [--pool-mb N] [--packed]
 //
 // --packed: weights in the load-time packed layout (kernels/pack.h) where the type has one, as the engine
-// runs them.
+// runs them. --rows: the activation rows of the decode-sized products (1-512; the "x Nrow" columns are
+// against the first, N).
 //
 // Weights are replicated into a pool of distinct copies larger than the last-level cache (default 1024 MB)
 // and each call uses the next copy, so decode timings read weights from DRAM as a real model would.
@@ -118,23 +118,25 @@ Timing time_matmul(const WeightPool& wp, const kernels::PreparedActivations& act
 }
 
 void bench_shape(GgmlType type, int64_t n_in, int64_t n_out, int64_t pool_bytes, ThreadPool* tp2, double bw1,
-                 double bw2, int iters) {
+                 double bw2, int iters, const std::vector<int64_t>& row_counts) {
   const WeightPool wp = make_pool(type, n_in, n_out, pool_bytes, tp2);
   const std::vector<float> x = gaussian(512 * n_in, 2);
   std::printf("\n%s%s  n_in=%lld n_out=%lld  (%.2f MB per matrix, %lld copies)\n",
               std::string(type_name(type)).c_str(), wp.packed ? " packed" : "", static_cast<long long>(n_in),
               static_cast<long long>(n_out), wp.bytes_per_matrix / 1e6, static_cast<long long>(wp.n_copies));
-  std::printf("  rows | thr | wall us  | GB/s w  | %%copy | x 1row | cpu us (1 thr) | x 1row\n");
+  const std::string against = "x " + std::to_string(row_counts.front()) + "row";  // the ratios' base
+  std::printf("  rows | thr | wall us  | GB/s w  | %%copy | %s | cpu us (1 thr) | %s\n", against.c_str(),
+              against.c_str());
   int64_t next = 0;
   kernels::PreparedActivations acts;
   for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), tp2}) {
     const int thr = tp != nullptr ? tp->size() : 1;
     const double bw = thr == 1 ? bw1 : bw2;
     Timing t1{};
-    for (int64_t rows : {1, 2, 3, 4, 5, 8}) {
+    for (int64_t rows : row_counts) {
       acts.prepare(kernels::act_format(type), x.data(), rows, n_in, n_in);
       const Timing t = time_matmul(wp, acts, tp, iters, &next);
-      if (rows == 1) t1 = t;
+      if (rows == row_counts.front()) t1 = t;
       const double gbs = wp.bytes_per_matrix / t.wall / 1e9;
       std::printf("  %4lld | %3d | %8.1f | %7.2f | %5.1f | %5.2f", static_cast<long long>(rows), thr,
                   t.wall * 1e6, gbs, 100.0 * gbs / bw, t.wall / t1.wall);
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
   std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::Q4_K, GgmlType::Q6_K};
   bool head = true, decode = true;
   int64_t pool_mb = 1024;
+  std::vector<int64_t> row_counts = {1, 2, 3, 4, 5, 8};
   std::vector<std::string> type_names;
   std::string isa;
   CLI::App app{"Copy bandwidth, decode-sized and prompt-sized matmul rates per weight type", "kernels_bench"};
@@ -181,6 +184,10 @@ int main(int argc, char** argv) {
                  "Kernel level: scalar, avx2 (plain), avxvnni, avx512 or neon (default: the best)");
   app.add_flag("!--no-head", head, "Skip the output head's shape");
   app.add_flag("!--gemm-only", decode, "Only the prompt-sized batches");
+  app.add_option("--rows", row_counts, "Activation rows of the decode-sized products, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 512))
+      ->capture_default_str();
   app.add_option("--pool-mb", pool_mb, "MiB of weight copies the decode rows cycle through")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -202,9 +209,9 @@ int main(int argc, char** argv) {
   const int64_t pool_bytes = pool_mb << 20;
   for (GgmlType t : types) {
     if (!decode) break;
-    bench_shape(t, 2048, 512, pool_bytes, &tp2, bw1, bw2, 200);
-    bench_shape(t, 512, 2048, pool_bytes, &tp2, bw1, bw2, 200);
-    if (head) bench_shape(t, 2048, 248320, pool_bytes, &tp2, bw1, bw2, 3);
+    bench_shape(t, 2048, 512, pool_bytes, &tp2, bw1, bw2, 200, row_counts);
+    bench_shape(t, 512, 2048, pool_bytes, &tp2, bw1, bw2, 200, row_counts);
+    if (head) bench_shape(t, 2048, 248320, pool_bytes, &tp2, bw1, bw2, 3, row_counts);
   }
   std::printf("\nPrompt-sized batches (one 2048x512 / 512x2048 matrix, weights cache-resident):\n");
   const kernels::MaddCeiling c1 = bench::madd_ceiling(1), c2 = bench::madd_ceiling(2);
