@@ -151,12 +151,6 @@ int64_t StepCostModel::next_measured(int64_t rows) const {
   return -1;
 }
 
-int64_t StepCostModel::largest() const {
-  for (int64_t r = static_cast<int64_t>(cells_.size()) - 1; r > 0; --r)
-    if (cells_[static_cast<size_t>(r)].n > 0) return r;
-  return 0;
-}
-
 bool StepCostModel::trusted(int64_t rows) const {
   return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) &&
          cells_[static_cast<size_t>(rows)].n >= kTrustSamples;
@@ -462,16 +456,6 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
     trunk =
         std::min(trunk, p0 + (p1 - p0) * static_cast<double>(verify_rows) / static_cast<double>(hi - rows));
   }
-  // A verify size above every one measured is priced at least at the largest measured size's cost per row:
-  // a line through small sizes, which share a step's fixed cost (most of it the weights' stream), carries
-  // their low marginal cost to sizes where each row's own work dominates (on Zen 4 at 2 threads, the lines
-  // from c1's 2- to 4-row verifies priced c4's 16-row verify at 64 ms; it ran at 85-94). Optimistic there, an
-  // unmeasured price starts drafting on a guess, and pays a new batch's backlogs with it; pessimistic, the
-  // size waits for a probe (probe()), whose next steps measure the longest length.
-  const int64_t top = verify_.largest();
-  if (verify_rows > 0 && top > 0 && size > top)
-    trunk = std::max(trunk, verify_.predict(static_cast<double>(top)) * static_cast<double>(size) /
-                                static_cast<double>(top));
   // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
   // noisy data could say so at some sizes; drafting must not look free).
   return verify_rows > 0 ? std::max(trunk, trunk_line(false, static_cast<double>(rows))) : trunk;

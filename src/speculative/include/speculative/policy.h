@@ -50,8 +50,6 @@ class StepCostModel {
   }
   // The smallest measured size above `rows`; -1 if none.
   int64_t next_measured(int64_t rows) const;
-  // The largest measured size; 0 if none.
-  int64_t largest() const;
   // Measured often enough (3 samples) that predict(rows) is its own median.
   bool trusted(int64_t rows) const;
   // A sample that replaces the size's earlier ones (stale: the machine's speed drifts); a trusted size stays
