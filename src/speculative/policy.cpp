@@ -151,6 +151,12 @@ int64_t StepCostModel::next_measured(int64_t rows) const {
   return -1;
 }
 
+int64_t StepCostModel::largest_measured() const {
+  for (int64_t r = static_cast<int64_t>(cells_.size()) - 1; r > 0; --r)
+    if (cells_[static_cast<size_t>(r)].n > 0) return r;
+  return -1;
+}
+
 bool StepCostModel::trusted(int64_t rows) const {
   return rows >= 0 && rows < static_cast<int64_t>(cells_.size()) &&
          cells_[static_cast<size_t>(rows)].n >= kTrustSamples;
@@ -291,15 +297,15 @@ bool DraftPolicy::paused(int64_t slots) const {
          outcome_[static_cast<size_t>(slots)].paused_until > trunk_steps_;
 }
 
-// The guard: every kOutcomeSteps drafting steps at a batch size, their tokens per second against the recent
-// plain steps' at that size. Worse, and drafting pauses there for kPauseSteps trunk steps, four times as long
-// after each verdict in a row that went against it (up to kMaxPauseSteps), so that where drafting loses for
-// good its retries cost a few percent and less; better, and the pause starts short again. It prices nothing:
-// it only overrules the model, whose prices come from single passes and can be off (measured at 16 threads:
-// a plain step priced at 23 ms that took 10 kept drafting steps of 48 ms going). Nor does it judge the steps
-// that draft the longest length only to measure a verify price (plan()): they are the model's probes, not its
-// choice, and judged by them drafting paused at c1 on Zen 3 where three-token drafts lost a little and
-// one-token drafts, never run, won 9.5%.
+// The guard: every kOutcomeSteps drafting steps at a batch size (half as many for a clear loss, twice as many
+// for a small one), their tokens per second against the recent plain steps' at that size. Worse, and drafting
+// pauses there for kPauseSteps trunk steps, four times as long after each verdict in a row that went against
+// it (up to kMaxPauseSteps), so that where drafting loses for good its retries cost a few percent and less;
+// better, and the pause starts short again. It prices nothing: it only overrules the model, whose prices come
+// from single passes and can be off (measured at 16 threads: a plain step priced at 23 ms that took 10 kept
+// drafting steps of 48 ms going). Nor does it judge the steps that draft the longest length only to measure a
+// verify price (plan()): they are the model's probes, not its choice, and judged by them drafting paused at
+// c1 on Zen 3 where three-token drafts lost a little and one-token drafts, never run, won 9.5%.
 void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted) {
   if (slots <= 0 || tokens <= 0 || seconds <= 0) return;
   Outcome& o = outcome(slots);
@@ -328,10 +334,15 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   // The median of the recent plain steps, not their mean: the first steps at a size pay one-time costs
   // (measured 2-3x), and averaged in they make plain decoding look slow, so a losing window passes.
   const double plain_rate = static_cast<double>(slots) / o.plain_median();
-  // A few steps judge a clear loss; a small one takes the whole window (acceptance is a coin per position:
-  // over 4 steps of one draft each, 3 rejections are 1 in 200 at 0.85).
+  // A few steps judge a clear loss; a small one takes two windows (acceptance is a coin per position: over 4
+  // steps of one draft each, 3 rejections are 1 in 200 at 0.85, and over a window of 8 steps of four slots
+  // drafting two or three tokens at 0.85 a position, a rate 6% below its mean is one window in 20). A small
+  // loss after one window stopped drafting that paid 18% for good (fake clock, c4, endless requests): after
+  // a pause the slots' backlogs had grown past what the model lets a start pay.
   const double draft_rate = o.draft_tokens / o.draft_seconds;
-  if (o.draft_n < kOutcomeSteps && draft_rate >= (1 - kClearLoss) * plain_rate) return;
+  const bool clear_loss = draft_rate < (1 - kClearLoss) * plain_rate;
+  if (o.draft_n < kOutcomeSteps && !clear_loss) return;
+  if (o.draft_n < 2 * kOutcomeSteps && !clear_loss && draft_rate < (1 - kSmallLoss) * plain_rate) return;
   judge(o, draft_rate, plain_rate);
   o.draft_tokens = o.draft_seconds = 0;
   o.draft_n = 0;
@@ -388,6 +399,7 @@ void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t promp
     // verify samples join their size's median (a size coming back after a while pays one-time costs again).
     const int64_t size = rows + verify_rows;
     mark(verify_at_, size, trunk_steps_);
+    mark(verify_slots_, size, rows);
     if (size == exploring_)
       verify_.restart(size, seconds);
     else
@@ -455,6 +467,23 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
                  p1 = verify_.predict(static_cast<double>(hi));
     trunk =
         std::min(trunk, p0 + (p1 - p0) * static_cast<double>(verify_rows) / static_cast<double>(hi - rows));
+  }
+  // A verify size above every one measured is priced no lower than this batch's plain step plus its verify
+  // rows at what each verify row of the largest measured size cost over the plain step of that size's decode
+  // rows. The verify line would carry the slope between the sizes measured, and that bends: on an AMD EPYC
+  // Zen 4 (2 threads, the 8-layer 35B-A3B-width file) c1's first verify row cost 12.5 ms and each further one
+  // 2.5, so the line through c1's 2- to 4-row verifies priced c4's 16-row verify at 64 ms, where it ran at 94
+  // (5.9 ms a verify row, as c1's 4-row verify had cost over its plain row), and auto drafted at c4 and lost
+  // 5%. Not each row at the largest size's whole cost per row: where steps are memory-bound, that would price
+  // c4's verify rows at several times their cost and keep drafting that pays there from ever starting.
+  const int64_t top = verify_.largest_measured();
+  if (verify_rows > 0 && top > 0 && size > top) {
+    const int64_t top_slots = verify_slots_[static_cast<size_t>(top)];
+    const double per_row =
+        (verify_.predict(static_cast<double>(top)) - trunk_line(false, static_cast<double>(top_slots))) /
+        static_cast<double>(top - top_slots);
+    trunk = std::max(
+        trunk, trunk_line(false, static_cast<double>(rows)) + per_row * static_cast<double>(verify_rows));
   }
   // Verify rows never make a step cheaper than the plain step of its decode rows (two lines fitted to
   // noisy data could say so at some sizes; drafting must not look free).

@@ -367,6 +367,32 @@ TEST(PolicySim, PricesMeasuredAtC1LetDraftingStartAtC4WhereItPays) {
   }
 }
 
+// The converse, as measured on an AMD EPYC Zen 4 (2 threads, the 8-layer 35B-A3B-width file, the subset
+// head): plain steps of 1 and 4 rows 17 and 27 ms; at c1 a verify's first extra row costs 12.5 ms and each
+// further one 2.5 (30, 32 and 35 ms for 2, 3 and 4 rows), so the line through c1's verify sizes prices c4's
+// 8- and 16-row verifies at 45 and 65 ms; they run at 51 and 98 (5.9 ms a verify row). The structured
+// synthetic text is predictable (0.97 a position with the subset head), so drafting pays 40% at c1; at c4 it
+// loses at every length, each new request's 40-row prompt to run through the MTP block first (the engine's
+// sweep: auto 5% below MTP off at c4 while c1's verify line priced c4).
+TEST(PolicySim, PricesMeasuredAtC1DoNotStartDraftingAtC4WhereItLoses) {
+  Costs zen4{[](int64_t, int64_t r, int64_t v) {
+               const double plain = 0.0137 + 0.0033 * static_cast<double>(r);
+               if (v == 0) return plain;
+               return plain + (r == 1 ? 0.0125 + 0.0025 * static_cast<double>(v - 1)
+                                      : 0.0059 * static_cast<double>(v));
+             },
+             [](int64_t, int64_t rows) { return 0.0020 + 0.0004 * static_cast<double>(rows); }};
+  zen4.solo_steps = 200;
+  zen4.request_tokens = 32;
+  zen4.prompt_rows = 40;
+  EXPECT_GE(judge("zen4 c1", zen4, 1, 3, 0.97, zen4.solo_steps).vs_off, 1.15);
+  // A sweep's level (64 steps), where the first steps decide, and a long run, where the probes come in.
+  for (int64_t steps : {64, 2000}) {
+    const Verdict c4 = judge("zen4 c1 then c4", zen4, 4, 3, 0.97, zen4.solo_steps + steps, zen4.solo_steps);
+    EXPECT_GE(c4.vs_off, 0.98) << steps;
+  }
+}
+
 // Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
 // near the best fixed length with the best head, and never much below plain decoding when neither pays.
 TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {

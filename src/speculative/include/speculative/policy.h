@@ -50,6 +50,8 @@ class StepCostModel {
   }
   // The smallest measured size above `rows`; -1 if none.
   int64_t next_measured(int64_t rows) const;
+  // The largest measured size; -1 if none.
+  int64_t largest_measured() const;
   // Measured often enough (3 samples) that predict(rows) is its own median.
   bool trusted(int64_t rows) const;
   // A sample that replaces the size's earlier ones (stale: the machine's speed drifts); a trusted size stays
@@ -171,8 +173,9 @@ class DraftPolicy {
   int64_t trunk_steps_ = 0;         // trunk steps observed
   std::vector<int64_t> plain_at_;   // index: rows; trunk_steps_ after that size's last plain sample
   std::vector<int64_t> verify_at_;  // likewise for verify steps, indexed by all their rows
-  std::vector<int64_t> explored_at_;  // likewise for the verify sizes choose() ran to re-measure them
-  int64_t exploring_ = 0;             // the verify size the last choose() ran to re-measure; 0 none
+  std::vector<int64_t> verify_slots_;  // index: a verify step's rows; the decode rows of its last sample
+  std::vector<int64_t> explored_at_;   // likewise for the verify sizes choose() ran to re-measure them
+  int64_t exploring_ = 0;              // the verify size the last choose() ran to re-measure; 0 none
   size_t head_index() const { return static_cast<size_t>(head_); }
   const StepCostModel& draft() const { return draft_[head_index()]; }
   DraftHead head_ = DraftHead::kFull;                      // of the step under way (head())
