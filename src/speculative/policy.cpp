@@ -5,11 +5,11 @@
 //   rows_1     = #{r : k_r >= 1} + their catch-up rows (steady state),  rows_i = #{r : k_r >= i} for i > 1
 //
 // plus, for a slot that starts drafting after a stretch without, its backlog of catch-up rows beyond the
-// steady state, priced at the draft passes' marginal row cost and spread over kBacklogSteps steps (the least
-// a drafting stretch is expected to last), or over the steps its request has left where fewer: paid once, it
-// does not keep a slot alone from drafting again, but a batch where drafting promises only a few percent does
-// not restart it for a step or two (measured at c4: one such step ran 4 slots' 64-row backlogs, 197 ms, for 8
-// drafted tokens).
+// steady state, priced at the draft passes' marginal row cost and spread over the steps its request has left
+// (up to kMaxBacklogSteps), or over kBacklogSteps (the least a drafting stretch is expected to last) where
+// its length is not known: paid once, it does not keep a slot alone from drafting again, but a batch where
+// drafting promises only a few percent does not restart it for a step or two (measured at c4: one such step
+// ran 4 slots' 64-row backlogs, 197 ms, for 8 drafted tokens).
 //
 // where n is the number of generating slots (one decode row each). A step's prompt rows cost the same
 // whatever is drafted, so they are left out: counted, they would dilute the extra rows' cost and make
@@ -79,6 +79,7 @@ constexpr double kAcceptDecay = 0.01;    // per idle step, drift toward the engi
 constexpr double kMinGain = 0.05;        // a drafting plan must promise this much more than plain decoding
 constexpr int64_t kTrustSamples = 3;     // samples after which a size's own average replaces the line
 constexpr double kBacklogSteps = 16;     // steps a drafting stretch's one-time catch-up is spread over
+constexpr double kMaxBacklogSteps = 64;  // ... at most, where the request's length is known
 constexpr int64_t kRefreshSteps = 32;    // trunk steps after which a size's samples are stale
 constexpr int64_t kWarmupSteps = 2;      // trunk steps a verify size's first samples keep it cheap
 constexpr double kExploreMargin = 0.15;  // a stale draft length this close to the plan's gets re-measured
@@ -526,14 +527,16 @@ struct DraftPolicy::Pricing {
     for (int32_t i = 0; i < len; ++i) a += slots[r].acceptance ? slots[r].acceptance->p_reach(i) : 0.0;
     return a;
   }
-  // The steps a slot's backlog is spread over when it drafts `len`: kBacklogSteps, or the steps the rest of
-  // its request takes at that length where that is fewer (a slot a few tokens from its max_tokens pays its
-  // whole backlog for those few: measured at c4 on Zen 3, four slots near the end of 32-token requests ran
-  // their 60-row backlogs in one 483 ms step, against 70 ms plain steps).
+  // The steps a slot's backlog is spread over when it drafts `len`: the steps the rest of its request takes
+  // at that length, up to kMaxBacklogSteps, or kBacklogSteps where the request's length is not known. A slot
+  // a few tokens from its max_tokens pays its whole backlog for those few (measured at c4 on Zen 3, four
+  // slots near the end of 32-token requests ran their 60-row backlogs in one 483 ms step, against 70 ms plain
+  // steps); one with hundreds left pays it once for all of them (spread over 16 steps, at c4 the backlogs
+  // kept drafting that paid 15% from starting again after a pause for 1,600 steps, fake clock).
   double backlog_steps(size_t r, int32_t len) const {
     if (slots[r].remaining < 0) return kBacklogSteps;
     const double steps = static_cast<double>(slots[r].remaining) / (1 + accepted(r, len));
-    return std::clamp(steps, 1.0, kBacklogSteps);
+    return std::clamp(steps, 1.0, kMaxBacklogSteps);
   }
   // Seconds of a step. verify_free: the verify rows priced at nothing (what the draft passes alone leave of
   // drafting's gain); backlog_once: the backlogs paid in this step, not spread (what one drafting step

@@ -27,6 +27,7 @@ struct Costs {
   // Seconds a step with drafts costs beyond its passes, which the policy is not told of (rollback, state
   // copies, sampling the extra rows): only the step's total shows it.
   double unseen_per_drafting_step = 0;
+  std::function<double(int64_t step)> unseen_at = nullptr;  // the same, changing mid-run (added to it)
   // Requests of this many tokens (0: endless); each new one brings a prompt of `prompt_rows` rows the MTP
   // block has not seen (its first draft pass runs them).
   int64_t request_tokens = 0, prompt_rows = 0;
@@ -114,7 +115,8 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
     const double t =
         costs.trunk(step, n, verify) + costs.prompt_row_seconds * static_cast<double>(prompt_rows);
     policy.observe_trunk(n, verify, prompt_rows, t);
-    seconds += t + (verify > 0 ? costs.unseen_per_drafting_step : 0);
+    seconds +=
+        t + (verify > 0 ? costs.unseen_per_drafting_step + (costs.unseen_at ? costs.unseen_at(step) : 0) : 0);
     std::fill(reading.begin(), reading.end(),
               false);  // prompts read: those slots generate from the next step
     for (size_t j = 0; j < k.size(); ++j) {
@@ -281,6 +283,27 @@ TEST(PolicySim, ALossTheModelCannotSeeStopsDrafting) {
   for (int64_t c : {1, 4}) {
     EXPECT_LE(simulate(unseen, c, 3, 0.85, -1, 2000).drafting_steps, 19) << "c" << c;
     EXPECT_GE(judge("unseen cost", unseen, c, 3, 0.85, 2000).vs_off, 0.98) << "c" << c;
+  }
+}
+
+// A loss the model cannot see, for a while (another process on the cores during the first 300 steps), then
+// drafting pays 15-19%: the guard pauses drafting during the loss, and once it is over drafting must start
+// again, each slot first running its backlog (the rows since it last drafted) through the MTP block. With
+// requests of 256 tokens, a backlog spread over the 16 steps of a short stretch kept c4 from drafting again
+// for the rest of the run (0.86x the best fixed length); over the steps a request has left, it starts again.
+// Where the loss stays, the same requests must not make its retries dear. (With requests of unknown length
+// the backlog is still spread over 16 steps, and at c4 drafting does not start again: 0.85x.)
+TEST(PolicySim, DraftingStartsAgainAfterALossThatPassed) {
+  Costs burst{[](int64_t, int64_t r, int64_t v) { return memory_bound(r, v); },
+              [](int64_t, int64_t rows) { return 0.0015 + 0.0002 * static_cast<double>(rows); }};
+  burst.unseen_at = [](int64_t step) { return step < 300 ? 0.030 : 0.0; };
+  burst.request_tokens = 256;
+  burst.prompt_rows = 64;
+  Costs stays = burst;
+  stays.unseen_at = [](int64_t) { return 0.030; };
+  for (int64_t c : {1, 4}) {
+    EXPECT_GE(judge("a loss that passed", burst, c, 3, 0.85, 2300, 300).vs_best_fixed, 0.95) << "c" << c;
+    EXPECT_GE(judge("a loss that stays", stays, c, 3, 0.85, 2300, 300).vs_off, 0.98) << "c" << c;
   }
 }
 
