@@ -6,8 +6,11 @@
 // over the engine's own step time) and, per number of generating slots, the steps, their mean time and the
 // mean draft length the policy chose.
 //
-//   engine_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2] [--levels 1,2,4,8,16]
-//                [--profiles off,on,slots1,auto] [--draft-max 3] [--draft-vocab N] [--trace]
+//   engine_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--min-tokens N] [--rounds 2]
+//                [--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max 3] [--draft-vocab N]
+//                [--trace]
+//
+// --min-tokens N: each request's max_tokens drawn in [N, --max-tokens] (sweep_options.h says why).
 //
 // Profiles: off, on (every slot drafts --draft-max), slots1 (only while one slot generates), auto (the
 // policy, choosing the draft head where it has two: engine.h kAutoSubsetMinVocab, or --draft-vocab N), and
@@ -75,9 +78,10 @@ class Level {
       if (active_[c] != 0 || left_[c] == 0) continue;
       RequestOptions ro;
       ro.sampling.temperature = 0;
-      ro.max_tokens = o_.max_tokens;
+      const int64_t id = next_++;
+      ro.max_tokens = bench::request_tokens(o_, id);
       ro.ignore_eos = true;
-      MTP_ASSIGN_OR_RETURN(active_[c], engine_.submit(tok_.encode(bench::sweep_prompt(next_++)), ro));
+      MTP_ASSIGN_OR_RETURN(active_[c], engine_.submit(tok_.encode(bench::sweep_prompt(id)), ro));
       --left_[c];
     }
     if (engine_.idle()) {
@@ -269,6 +273,10 @@ int main(int argc, char** argv) {
   }
   if (o.model.empty()) {
     std::fprintf(stderr, "engine_sweep: -m MODEL is required\n");
+    return 2;
+  }
+  if (const std::string e = bench::sweep_options_error(o); !e.empty()) {
+    std::fprintf(stderr, "engine_sweep: %s\n", e.c_str());
     return 2;
   }
   const Status s = run(o);

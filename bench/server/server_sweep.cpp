@@ -1,10 +1,10 @@
 // Aggregate throughput of `mtp serve` by concurrency and speculation profile (the seed
 // report's threshold sweep). It starts one server per profile, and for each concurrency c runs, on each
 // server in turn, `rounds * c` requests from c client threads (every request greedy, ignore_eos, the same
-// max_tokens, its own prompt), then reports aggregate generated tokens per second of wall time, and the
-// acceptance the server's counters saw.
+// max_tokens, or with --min-tokens N one drawn in [N, --max-tokens] per request, its own prompt), then
+// reports aggregate generated tokens per second of wall time, and the acceptance the server's counters saw.
 //
-//   server_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--rounds 2]
+//   server_sweep -m MODEL [-np 16] [-c 8192] [-t N] [--max-tokens 64] [--min-tokens N] [--rounds 2]
 //                [--levels 1,2,4,8,16] [--profiles off,on,slots1,auto] [--draft-max 3] [--repeat 1]
 //                [--draft-vocab N] [--extra "ARGS"]
 //
@@ -91,7 +91,7 @@ Level run_level(int port, int concurrency, const Options& o) {
     clients.emplace_back([&] {
       for (int i; (i = next++) < n_requests;) {
         Json body = {{"prompt", mtp::bench::sweep_prompt(i)},
-                     {"max_tokens", o.max_tokens},
+                     {"max_tokens", mtp::bench::request_tokens(o, i)},
                      {"temperature", 0},
                      {"ignore_eos", true}};
         auto r = http_post(port, "/v1/completions", body.dump());
@@ -169,9 +169,11 @@ int run(const Options& o) {
     }
   };
   char title[160];
+  const std::string answers = (o.min_tokens > 0 ? std::to_string(o.min_tokens) + "-" : std::string()) +
+                              std::to_string(o.max_tokens) + "-token answers";
   std::snprintf(title, sizeof title,
-                "Aggregate tok/s (%d-token answers, %d requests per client, -np %d, %d repetition%s):",
-                o.max_tokens, o.rounds, o.n_slots, o.repeat, o.repeat > 1 ? "s" : "");
+                "Aggregate tok/s (%s, %d requests per client, -np %d, %d repetition%s):", answers.c_str(),
+                o.rounds, o.n_slots, o.repeat, o.repeat > 1 ? "s" : "");
   table(title, " tok/s", [&](size_t p, size_t i) {
     std::printf(" %.2f%s |", results[p][i].tok_s(), results[p][i].failures ? "*" : "");
   });
@@ -224,6 +226,10 @@ int main(int argc, char** argv) {
   }
   if (o.model.empty()) {
     std::fprintf(stderr, "server_sweep: -m MODEL is required\n");
+    return 2;
+  }
+  if (const std::string e = mtp::bench::sweep_options_error(o); !e.empty()) {
+    std::fprintf(stderr, "server_sweep: %s\n", e.c_str());
     return 2;
   }
   try {
