@@ -154,6 +154,9 @@ struct Engine::Impl {
     if (s.state == SlotState::kPrompt) s.timings.prompt_ms = s.since_submit.millis();
     e.timings = s.timings;
     totals.spec.merge(s.timings.spec);
+    // How long answers run here: the auto policy's expectation for a request without a max_tokens.
+    if (reason == FinishReason::kLength || reason == FinishReason::kStop)
+      policy.observe_request_end(s.timings.n_generated);
     if (s.prefix.enabled && reason != FinishReason::kError) publish(s);
     memory.seq_free(s.seq);
     if (cache) cache->trim();  // blocks it shared with this sequence are the cache's alone now

@@ -66,6 +66,7 @@ std::vector<int32_t> Engine::Impl::choose_draft_lengths(std::span<Slot* const> g
     demand[i].n_max = static_cast<int32_t>(std::max<int64_t>(0, cap));
     demand[i].acceptance = &s.spec.acceptance[head];
     demand[i].catch_up_rows = drafter->pending_rows(s.seq);
+    demand[i].generated = s.timings.n_generated;
     if (s.opt.max_tokens >= 0)
       demand[i].remaining = std::max<int64_t>(0, s.opt.max_tokens - s.timings.n_generated);
   }

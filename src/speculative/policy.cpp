@@ -6,10 +6,11 @@
 //
 // plus, for a slot that starts drafting after a stretch without, its backlog of catch-up rows beyond the
 // steady state, priced at the draft passes' marginal row cost and spread over the steps its request has left
-// (up to kMaxBacklogSteps), or over kBacklogSteps (the least a drafting stretch is expected to last) where
-// its length is not known: paid once, it does not keep a slot alone from drafting again, but a batch where
-// drafting promises only a few percent does not restart it for a step or two (measured at c4: one such step
-// ran 4 slots' 64-row backlogs, 197 ms, for 8 drafted tokens).
+// (up to kMaxBacklogSteps; without a max_tokens, as long as the requests that ended lately ran), or over
+// kBacklogSteps (the least a drafting stretch is expected to last) where nothing says: paid once, it does not
+// keep a slot alone from drafting again, but a batch where drafting promises only a few percent does not
+// restart it for a step or two (measured at c4: one such step ran 4 slots' 64-row backlogs, 197 ms, for 8
+// drafted tokens).
 //
 // where n is the number of generating slots (one decode row each). A step's prompt rows cost the same
 // whatever is drafted, so they are left out: counted, they would dilute the extra rows' cost and make
@@ -79,14 +80,15 @@ constexpr double kAcceptDecay = 0.01;    // per idle step, drift toward the engi
 constexpr double kMinGain = 0.05;        // a drafting plan must promise this much more than plain decoding
 constexpr int64_t kTrustSamples = 3;     // samples after which a size's own average replaces the line
 constexpr double kBacklogSteps = 16;     // steps a drafting stretch's one-time catch-up is spread over
-constexpr double kMaxBacklogSteps = 64;  // ... at most, where the request's length is known
-constexpr int64_t kRefreshSteps = 32;    // trunk steps after which a size's samples are stale
-constexpr int64_t kWarmupSteps = 2;      // trunk steps a verify size's first samples keep it cheap
-constexpr double kExploreMargin = 0.15;  // a stale draft length this close to the plan's gets re-measured
-constexpr int64_t kOutcomeSteps = 8;     // drafting steps the guard judges at a time (observe_step)
-constexpr double kClearLoss = 0.15;      // a loss the guard acts on after half of them
-constexpr double kSmallLoss = 0.02;      // a loss it acts on after all of them
-constexpr int64_t kPauseSteps = 64;      // trunk steps without drafting after a verdict against it
+constexpr double kMaxBacklogSteps = 64;  // ... at most, where the request's length is known or expected
+constexpr double kLengthEmaWeight = 0.1;  // weight of an ended request's length in the typical length
+constexpr int64_t kRefreshSteps = 32;     // trunk steps after which a size's samples are stale
+constexpr int64_t kWarmupSteps = 2;       // trunk steps a verify size's first samples keep it cheap
+constexpr double kExploreMargin = 0.15;   // a stale draft length this close to the plan's gets re-measured
+constexpr int64_t kOutcomeSteps = 8;      // drafting steps the guard judges at a time (observe_step)
+constexpr double kClearLoss = 0.15;       // a loss the guard acts on after half of them
+constexpr double kSmallLoss = 0.02;       // a loss it acts on after all of them
+constexpr int64_t kPauseSteps = 64;       // trunk steps without drafting after a verdict against it
 constexpr int64_t kMaxPauseSteps = 4096;  // the pause grows 4x with each verdict in a row against drafting
 constexpr int64_t kHeadRetrySteps = 512;  // trunk steps after which a head's measured outcome is stale
 constexpr double kProbeShare = 0.01;      // of plain steps' time, spent re-measuring prices drafting lost on
@@ -417,6 +419,12 @@ void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t promp
   mark(plain_at_, rows, trunk_steps_);
 }
 
+void DraftPolicy::observe_request_end(int64_t generated) {
+  if (generated <= 0) return;
+  const double g = static_cast<double>(generated);
+  typical_tokens_ = typical_tokens_ > 0 ? (1 - kLengthEmaWeight) * typical_tokens_ + kLengthEmaWeight * g : g;
+}
+
 void DraftPolicy::observe_draft(int64_t rows, double seconds) {
   draft_[head_index()].observe(rows, seconds);
   mark(draft_at_[head_index()], rows, trunk_steps_);
@@ -528,15 +536,20 @@ struct DraftPolicy::Pricing {
     return a;
   }
   // The steps a slot's backlog is spread over when it drafts `len`: the steps the rest of its request takes
-  // at that length, up to kMaxBacklogSteps, or kBacklogSteps where the request's length is not known. A slot
+  // at that length, up to kMaxBacklogSteps, or kBacklogSteps where its length cannot be told. A slot
   // a few tokens from its max_tokens pays its whole backlog for those few (measured at c4 on Zen 3, four
   // slots near the end of 32-token requests ran their 60-row backlogs in one 483 ms step, against 70 ms plain
   // steps); one with hundreds left pays it once for all of them (spread over 16 steps, at c4 the backlogs
   // kept drafting that paid 15% from starting again after a pause for 1,600 steps, fake clock).
   double backlog_steps(size_t r, int32_t len) const {
-    if (slots[r].remaining < 0) return kBacklogSteps;
-    const double steps = static_cast<double>(slots[r].remaining) / (1 + accepted(r, len));
-    return std::clamp(steps, 1.0, kMaxBacklogSteps);
+    double left = static_cast<double>(slots[r].remaining);
+    if (left < 0) {
+      // No max_tokens: the typical request's length less what this one emitted; past it, or before any
+      // request ended, the least a drafting stretch is expected to last.
+      left = policy.typical_tokens_ - static_cast<double>(slots[r].generated);
+      if (left <= 0) return kBacklogSteps;
+    }
+    return std::clamp(left / (1 + accepted(r, len)), 1.0, kMaxBacklogSteps);
   }
   // Seconds of a step. verify_free: the verify rows priced at nothing (what the draft passes alone leave of
   // drafting's gain); backlog_once: the backlogs paid in this step, not spread (what one drafting step

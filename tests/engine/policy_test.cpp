@@ -47,6 +47,39 @@ TEST(DraftPasses, EachPassWithItsRows) {
   EXPECT_GT(drafting_steps, 3);
 }
 
+// The policy learns how long answers run from the requests that end (by length or a stop token), not from
+// cancelled ones: what a request without a max_tokens is expected to run when it prices a backlog.
+TEST(AutoPolicy, LearnsTheTypicalAnswerLength) {
+  auto model = Model::load(structured_model(GgmlType::Q8_0));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(2);
+  EngineOptions eo;
+  eo.n_ctx = 512;
+  eo.n_slots = 2;
+  eo.spec = SpecType::kMtp;
+  eo.draft.n_max = 3;
+  eo.policy.kind = speculative::PolicyKind::kAuto;
+  auto engine = make_engine(*model, eo, pool);
+  EXPECT_EQ(engine->policy().typical_tokens(), 0.0);
+  RequestOptions ro;
+  ro.max_tokens = 12;
+  ro.ignore_eos = true;
+  const std::vector<std::vector<int32_t>> prompts = test_prompts(2, 5);
+  generate_all(*engine, {prompts[0]}, ro);
+  EXPECT_EQ(engine->policy().typical_tokens(), 12.0);
+  auto cancelled = engine->submit(prompts[1], ro);
+  ASSERT_TRUE(cancelled.ok());
+  std::vector<SlotEvent> events;
+  StepInfo info;
+  ASSERT_TRUE(engine->step(events, &info).ok());
+  engine->cancel(*cancelled);
+  while (!engine->idle()) ASSERT_TRUE(engine->step(events, &info).ok());
+  EXPECT_EQ(engine->policy().typical_tokens(), 12.0);
+  ro.max_tokens = 2;
+  generate_all(*engine, {prompts[1]}, ro);
+  EXPECT_NEAR(engine->policy().typical_tokens(), 0.9 * 12 + 0.1 * 2, 1e-9);
+}
+
 // Auto changes every slot's draft length from step to step; the output stays exactly plain decoding's.
 TEST(AutoPolicy, OutputIdenticalToPlain) {
   auto model = Model::load(structured_model(GgmlType::Q8_0));

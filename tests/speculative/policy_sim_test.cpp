@@ -31,6 +31,8 @@ struct Costs {
   // Requests of this many tokens (0: endless); each new one brings a prompt of `prompt_rows` rows the MTP
   // block has not seen (its first draft pass runs them).
   int64_t request_tokens = 0, prompt_rows = 0;
+  // The requests' length is not told to the policy (no max_tokens): it learns it from the requests that end.
+  bool hide_length = false;
   // Staggered requests whose prompts take a trunk step of their own (simulate() says how), each prompt row
   // costing this much in that step.
   bool prompt_steps = false;
@@ -90,11 +92,13 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
     std::vector<SlotDemand> demand(gen.size());
     for (size_t i = 0; i < gen.size(); ++i) {
       demand[i] = {fixed_k < 0 ? n_max : fixed_k, &acc[gen[i]], fixed_k == 0 ? 0 : pending[gen[i]],
-                   costs.request_tokens > 0 ? costs.request_tokens - generated[gen[i]] : -1};
+                   costs.request_tokens > 0 ? costs.request_tokens - generated[gen[i]] : -1,
+                   generated[gen[i]]};
       // As the engine: no drafts past the request's end (none on its last token).
       if (demand[i].remaining >= 0)
         demand[i].n_max =
             static_cast<int32_t>(std::clamp<int64_t>(demand[i].remaining - 1, 0, demand[i].n_max));
+      if (costs.hide_length) demand[i].remaining = -1;
     }
     const std::vector<int32_t> k = policy.choose(demand, prompt_rows);
     int32_t k_max = 0;
@@ -134,6 +138,7 @@ Run simulate(const Costs& costs, int64_t slots, int32_t n_max, double accept, in
       tokens += 1 + accepted;
       generated[s] += 1 + accepted;
       if (costs.request_tokens > 0 && generated[s] >= costs.request_tokens) {  // the next request
+        policy.observe_request_end(generated[s]);
         generated[s] = 0;
         pending[s] = costs.prompt_rows;
         reading[s] = costs.prompt_steps;
@@ -301,9 +306,14 @@ TEST(PolicySim, DraftingStartsAgainAfterALossThatPassed) {
   burst.prompt_rows = 64;
   Costs stays = burst;
   stays.unseen_at = [](int64_t) { return 0.030; };
-  for (int64_t c : {1, 4}) {
-    EXPECT_GE(judge("a loss that passed", burst, c, 3, 0.85, 2300, 300).vs_best_fixed, 0.95) << "c" << c;
-    EXPECT_GE(judge("a loss that stays", stays, c, 3, 0.85, 2300, 300).vs_off, 0.98) << "c" << c;
+  for (bool hidden : {false, true}) {
+    burst.hide_length = stays.hide_length = hidden;
+    for (int64_t c : {1, 4}) {
+      EXPECT_GE(judge("a loss that passed", burst, c, 3, 0.85, 2300, 300).vs_best_fixed, 0.95)
+          << "c" << c << (hidden ? ", no max_tokens" : "");
+      EXPECT_GE(judge("a loss that stays", stays, c, 3, 0.85, 2300, 300).vs_off, 0.98)
+          << "c" << c << (hidden ? ", no max_tokens" : "");
+    }
   }
 }
 

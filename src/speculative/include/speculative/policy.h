@@ -108,6 +108,9 @@ struct SlotDemand {
   // Tokens the request may still emit (its max_tokens less those emitted); < 0: no limit known. A backlog of
   // catch-up rows is paid once and serves only the rest of the request.
   int64_t remaining = -1;
+  // Tokens the request emitted so far: with no limit known, the rest is expected to be what the requests that
+  // ended lately ran (observe_request_end) less these.
+  int64_t generated = 0;
 };
 
 class DraftPolicy {
@@ -140,6 +143,10 @@ class DraftPolicy {
   // A step in which no slot drafted: the engine-wide rates drift toward the prior, so that after a bad
   // stretch (every slot stopped drafting, no rounds to learn from) requests get to try again.
   void idle_step() { acceptance_[head_index()].idle_step(AcceptanceTracker{}); }
+  // A request that ran to its end (a stop token or its max_tokens) after emitting `generated` tokens: the
+  // typical length a request without a max_tokens is expected to run.
+  void observe_request_end(int64_t generated);
+  double typical_tokens() const { return typical_tokens_; }  // 0 before any request ended
   const AcceptanceTracker& acceptance(DraftHead head = DraftHead::kFull) const {
     return acceptance_[static_cast<size_t>(head)];
   }
@@ -181,6 +188,7 @@ class DraftPolicy {
   DraftHead head_ = DraftHead::kFull;                      // of the step under way (head())
   std::array<StepCostModel, kDraftHeads> draft_;           // draft passes, per head
   std::array<AcceptanceTracker, kDraftHeads> acceptance_;  // every slot's rounds, per head
+  double typical_tokens_ = 0;  // the length of the requests that ended lately (moving average); 0: none yet
 
   // What steps delivered, per batch size (generating slots), whatever the model predicted: the guard that
   // stops drafting where it measurably loses (policy.cpp).
