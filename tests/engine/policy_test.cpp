@@ -8,18 +8,24 @@
 namespace mtp::testing {
 namespace {
 
+// Two slots drafting up to 3 tokens with the MTP head, under `policy`.
+EngineOptions mtp_options(speculative::PolicyKind policy) {
+  EngineOptions eo;
+  eo.n_ctx = 512;
+  eo.n_slots = 2;
+  eo.spec = SpecType::kMtp;
+  eo.draft.n_max = 3;
+  eo.policy.kind = policy;
+  return eo;
+}
+
 // The MTP drafter reports every forward pass of a draft() call with its own rows: the first carries the
 // catch-up rows kept since the last draft, the later ones only the rows still drafting.
 TEST(DraftPasses, EachPassWithItsRows) {
   auto model = Model::load(structured_model(GgmlType::Q8_0));
   ASSERT_TRUE(model.ok()) << model.status().message();
   ThreadPool pool(2);
-  EngineOptions eo;
-  eo.n_ctx = 512;
-  eo.n_slots = 2;
-  eo.spec = SpecType::kMtp;
-  eo.draft.n_max = 3;
-  auto engine = make_engine(*model, eo, pool);
+  auto engine = make_engine(*model, mtp_options(speculative::PolicyKind::kFixed), pool);
   const std::vector<std::vector<int32_t>> prompts = test_prompts(2, 5);
   RequestOptions ro;
   ro.max_tokens = 24;
@@ -53,13 +59,7 @@ TEST(AutoPolicy, LearnsTheTypicalAnswerLength) {
   auto model = Model::load(structured_model(GgmlType::Q8_0));
   ASSERT_TRUE(model.ok()) << model.status().message();
   ThreadPool pool(2);
-  EngineOptions eo;
-  eo.n_ctx = 512;
-  eo.n_slots = 2;
-  eo.spec = SpecType::kMtp;
-  eo.draft.n_max = 3;
-  eo.policy.kind = speculative::PolicyKind::kAuto;
-  auto engine = make_engine(*model, eo, pool);
+  auto engine = make_engine(*model, mtp_options(speculative::PolicyKind::kAuto), pool);
   EXPECT_EQ(engine->policy().typical_tokens(), 0.0);
   RequestOptions ro;
   ro.max_tokens = 12;
