@@ -480,11 +480,11 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
   // A verify size above every one measured is priced no lower than this batch's plain step plus its verify
   // rows at what each verify row of the largest measured size cost over the plain step of that size's decode
   // rows. The verify line would carry the slope between the sizes measured, and that bends: on an AMD EPYC
-  // Zen 4 (2 threads, the 8-layer 35B-A3B-width file) c1's first verify row cost 12.5 ms and each further one
-  // 2.5, so the line through c1's 2- to 4-row verifies priced c4's 16-row verify at 64 ms, where it ran at 94
-  // (5.9 ms a verify row, as c1's 4-row verify had cost over its plain row), and auto drafted at c4 and lost
-  // 5%. Not each row at the largest size's whole cost per row: where steps are memory-bound, that would price
-  // c4's verify rows at several times their cost and keep drafting that pays there from ever starting.
+  // Zen 4 (2 threads, the 8-layer 35B-A3B-width file) the line through c1's 2- to 4-row verifies priced c4's
+  // 16-row verify at 64 ms, where it ran at 94, and auto drafted at c4 and lost 5%; c1's 4-row verify's extra
+  // rows (about 4 ms of trunk each) priced c4's 8- and 12-row verifies within 10% of their runs. Not each row
+  // at the largest size's whole cost per row: where steps are memory-bound, that would price c4's verify rows
+  // at several times their cost and keep drafting that pays there from ever starting.
   const int64_t top = verify_.largest_measured();
   if (verify_rows > 0 && top > 0 && size > top) {
     const int64_t top_slots = verify_slots_[static_cast<size_t>(top)];

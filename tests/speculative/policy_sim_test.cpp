@@ -400,13 +400,14 @@ TEST(PolicySim, PricesMeasuredAtC1LetDraftingStartAtC4WhereItPays) {
   }
 }
 
-// The converse, as measured on an AMD EPYC Zen 4 (2 threads, the 8-layer 35B-A3B-width file, the subset
-// head): plain steps of 1 and 4 rows 17 and 27 ms; at c1 a verify's first extra row costs 12.5 ms and each
-// further one 2.5 (30, 32 and 35 ms for 2, 3 and 4 rows), so the line through c1's verify sizes prices c4's
-// 8- and 16-row verifies at 45 and 65 ms; they run at 51 and 98 (5.9 ms a verify row). The structured
-// synthetic text is predictable (0.97 a position with the subset head), so drafting pays 40% at c1; at c4 it
-// loses at every length, each new request's 40-row prompt to run through the MTP block first (the engine's
-// sweep: auto 5% below MTP off at c4 while c1's verify line priced c4).
+// The converse, after a trace on an AMD EPYC Zen 4 (2 threads, the 8-layer 35B-A3B-width file, the subset
+// head): plain steps of 1 and 4 rows 17 and 27 ms; at c4 an 8-row verify 50-51 ms and a 16-row one 85-94,
+// where the line through c1's verify sizes priced the 16-row one at 64. Here c1's verify sizes bend so that
+// the line through them prices it at 65 (30, 32 and 35 ms for 2, 3 and 4 rows: a first extra row of 12.5 ms,
+// each further one 2.5), and c4's verify rows cost 5.9 ms each (51 and 98 ms for 8 and 16 rows). The
+// structured synthetic text is predictable (0.97 a position with the subset head), so drafting pays 40% at
+// c1; at c4 it loses at every length, each new request's 40-row prompt to run through the MTP block first
+// (the engine's sweep: auto 5% below MTP off at c4 while c1's verify line priced c4).
 TEST(PolicySim, PricesMeasuredAtC1DoNotStartDraftingAtC4WhereItLoses) {
   Costs zen4{[](int64_t, int64_t r, int64_t v) {
                const double plain = 0.0137 + 0.0033 * static_cast<double>(r);
