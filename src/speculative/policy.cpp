@@ -344,8 +344,8 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   // a pause the slots' backlogs had grown past what the model lets a start pay.
   const double draft_rate = o.draft_tokens / o.draft_seconds;
   const bool clear_loss = draft_rate < (1 - kClearLoss) * plain_rate;
-  if (o.draft_n < kOutcomeSteps && !clear_loss) return;
-  if (o.draft_n < 2 * kOutcomeSteps && !clear_loss && draft_rate < (1 - kSmallLoss) * plain_rate) return;
+  const bool small_loss = !clear_loss && draft_rate < (1 - kSmallLoss) * plain_rate;
+  if (!clear_loss && o.draft_n < (small_loss ? 2 : 1) * kOutcomeSteps) return;
   judge(o, draft_rate, plain_rate);
   o.draft_tokens = o.draft_seconds = 0;
   o.draft_n = 0;
@@ -546,7 +546,7 @@ struct DraftPolicy::Pricing {
     if (left < 0) {
       // No max_tokens: the typical request's length less what this one emitted; past it, or before any
       // request ended, the least a drafting stretch is expected to last.
-      left = policy.typical_tokens_ - static_cast<double>(slots[r].generated);
+      left = policy.typical_tokens() - static_cast<double>(slots[r].generated);
       if (left <= 0) return kBacklogSteps;
     }
     return std::clamp(left / (1 + accepted(r, len)), 1.0, kMaxBacklogSteps);

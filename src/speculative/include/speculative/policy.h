@@ -180,9 +180,9 @@ class DraftPolicy {
   int64_t trunk_steps_ = 0;         // trunk steps observed
   std::vector<int64_t> plain_at_;   // index: rows; trunk_steps_ after that size's last plain sample
   std::vector<int64_t> verify_at_;  // likewise for verify steps, indexed by all their rows
-  std::vector<int64_t> verify_slots_;  // index: a verify step's rows; the decode rows of its last sample
   std::vector<int64_t> explored_at_;   // likewise for the verify sizes choose() ran to re-measure them
   int64_t exploring_ = 0;              // the verify size the last choose() ran to re-measure; 0 none
+  std::vector<int64_t> verify_slots_;  // index: a verify step's rows; the decode rows of its last sample
   size_t head_index() const { return static_cast<size_t>(head_); }
   const StepCostModel& draft() const { return draft_[head_index()]; }
   DraftHead head_ = DraftHead::kFull;                      // of the step under way (head())
