@@ -164,6 +164,10 @@ struct Engine::Impl {
     return e;
   }
 
+  // A slot whose last token (not yet run) sits at `next_pos` can emit no more: it takes the context's last
+  // position.
+  bool context_full(int64_t next_pos) const { return next_pos + 1 >= opt.n_ctx; }
+
   // Emits `id` sampled from `logits`; returns false when the request ended (then `ev` carries the finish).
   bool emit(Slot& s, int32_t id, std::span<const float> logits, SlotEvent& ev) {
     if (s.timings.n_generated == 0) {
@@ -190,11 +194,12 @@ struct Engine::Impl {
     return true;
   }
 
-  // After a slot's tokens of this step: when the request ended (or its next token's position `next_pos`
-  // would not fit the context), reports the tokens with the finish and frees the slot; returns whether it
-  // did.
+  // After a slot's tokens of this step: when the request ended (or the context is full: its last token, at
+  // position `next_pos`, takes the context's last place, so prompt and completion together hold n_ctx
+  // tokens, as llama-server counts them), reports the tokens with the finish and frees the slot; returns
+  // whether it did.
   bool report(Slot& s, SlotEvent& ev, bool alive, int64_t next_pos, std::vector<SlotEvent>& events) {
-    if (alive && next_pos >= opt.n_ctx)
+    if (alive && context_full(next_pos))
       ev.finish = FinishReason::kLength;
     else if (alive)
       return false;

@@ -60,9 +60,10 @@ std::vector<int32_t> Engine::Impl::choose_draft_lengths(std::span<Slot* const> g
   for (size_t i = 0; i < gen.size(); ++i) {
     Slot& s = *gen[i];
     int64_t cap = s.spec.params.n_max;
-    // No point drafting past max_tokens or the context.
+    // No point drafting past max_tokens or the context (a step that accepts every draft emits them and one
+    // more token; the last of those must fit at the context's last position).
     if (s.opt.max_tokens >= 0) cap = std::min(cap, s.opt.max_tokens - s.timings.n_generated - 1);
-    cap = std::min(cap, opt.n_ctx - memory.seq_pos(s.seq) - 1);
+    cap = std::min(cap, opt.n_ctx - memory.seq_pos(s.seq) - 2);
     demand[i].n_max = static_cast<int32_t>(std::max<int64_t>(0, cap));
     demand[i].acceptance = &s.spec.acceptance[head];
     demand[i].catch_up_rows = drafter->pending_rows(s.seq);
@@ -229,7 +230,7 @@ Status Engine::Impl::accept_and_roll_back(Slot& s, std::vector<SlotEvent>& event
   // Keep rows 0..accepted: [last, d1..d_accepted]; the last sampled token y is the new `last`. A request
   // that ends here keeps them too: its committed state may go into the prefix cache.
   const int64_t next_pos = pos0 + accepted + 1;
-  const bool ending = !alive || next_pos >= opt.n_ctx;
+  const bool ending = !alive || context_full(next_pos);
   MTP_RETURN_IF_ERROR(memory.rollback(s.seq, accepted + 1));
   if (s.prefix.enabled) {
     const auto h = hidden_rows(s.step.row0 + accepted, 1);

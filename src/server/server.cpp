@@ -244,7 +244,10 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
         res, bad_request(str_cat("the prompt (", n_prompt, " tokens) plus max_tokens (",
                                  p->options.max_tokens, ") exceeds the context of ", n_ctx, " tokens"),
                          "max_tokens", "context_length_exceeded"));
-  if (p->options.max_tokens < 0 || n_prompt + p->options.max_tokens > n_ctx)
+  // The server's default n_predict is cut to what the context leaves. Without any limit the request stays
+  // unlimited (-1): the engine ends it when the context is full, and the drafting policy, seeing no length,
+  // expects it to run as long as the requests that ended lately did, not to the end of the context.
+  if (p->options.max_tokens >= 0 && n_prompt + p->options.max_tokens > n_ctx)
     p->options.max_tokens = n_ctx - n_prompt;
   job.options = p->options;
   job.stop = p->stop;
