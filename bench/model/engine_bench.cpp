@@ -84,7 +84,10 @@ Touched touched_per_token(const Model& m) {
 
 // Where `steps` steps of `rows` rows of one sequence go, at depth 0: decode rows that stay (rows = 1) or
 // verify batches rolled back to their first row, as the engine does when every draft is rejected.
-bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, int64_t rows, int steps) {
+// `read_bps`: the read-only stream's bytes per second at this thread count, which the step's weight bytes
+// are set against.
+bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, int64_t rows, int steps,
+                   double read_bps) {
   MemoryOptions mo;
   mo.n_seq = 1;
   mo.n_snapshots = 4;
@@ -148,6 +151,18 @@ bool print_profile(const Model& model, ThreadPool& pool, GgmlType cache_type, in
       std::printf("%5s %5s", "-", "-");
     std::printf(" %8.2f ms\n", std::max(0.0, sec - j.wall) * per);
   }
+  // The weights a step read (every matrix once, each routed expert its batch touched once): how fast the
+  // step streamed them, against the read-only stream. A step of several rows of different tokens reads more
+  // experts than a one-row step, so its floor is its own bytes, not a multiple of one row's.
+  double bytes = 0;
+  for (double b : p.weight_bytes) bytes += b;
+  bytes /= steps;
+  const double experts = p.weight_bytes[static_cast<size_t>(profile::Part::kExperts)] / steps;
+  std::printf(
+      "  weights read a step: %.1f MB (the experts %.1f MB), at %.2f GB/s: %.0f%% of the read-only stream "
+      "(its floor there %.2f ms)\n",
+      bytes / 1e6, experts / 1e6, bytes / (wall / steps) / 1e9, 100 * bytes / (wall / steps) / read_bps,
+      1e3 * bytes / read_bps);
   const profile::Jobs all = p.all_jobs();
   if (all.count > 0) {
     std::printf(
@@ -235,7 +250,7 @@ int main(int argc, char** argv) {
         (long long)nt, bw / 1e9, bw / tt.bytes, rd / 1e9, rd / tt.bytes, rd1 / 1e9, rd2 / 1e9);
     if (want_profile)
       for (int64_t rows : profile_rows)
-        if (!print_profile(*model, pool, cache_type, rows, std::max(8, n_decode))) return 1;
+        if (!print_profile(*model, pool, cache_type, rows, std::max(8, n_decode), rd)) return 1;
     for (int64_t depth : depths) {
       MemoryOptions mo;
       mo.n_ctx = depth + 1024 + 6 * n_decode;  // the verify batches, the sliced and the straight decode

@@ -113,4 +113,10 @@ void add_job(double wall, double busy, double late, int threads) {
   j.capacity += wall * threads;
 }
 
+void detail::add_weight_bytes(double bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.totals.weight_bytes[static_cast<size_t>(s.current)] += bytes;
+}
+
 }  // namespace mtp::profile

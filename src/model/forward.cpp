@@ -28,13 +28,22 @@ const float* f32_of(Workspace& ws, const TensorView& t) {
   return it->second.data();
 }
 
+namespace {
+// Weight bytes of a matrix (of one expert's, for a 3-D stack: ne[1] rows), for the step profile.
+double weight_bytes(const TensorView& t, bool one_expert = false) {
+  return static_cast<double>(t.row_bytes()) * static_cast<double>(one_expert ? t.ne[1] : t.n_rows());
+}
+}  // namespace
+
 void project(Pass& p, ActCache& acts, const TensorView& w, float* y, int64_t y_stride) {
+  profile::add_weight_bytes(weight_bytes(w));
   kernels::matmul(mat(w), acts.get(w.type, &p.pool), y, y_stride, &p.pool);
 }
 
 void project_all(Pass& p, ActCache& acts, std::initializer_list<Projection> list) {
   kernels::MatmulJob jobs[8];
   MTP_CHECK(list.size() <= 8);
+  for (const Projection& pr : list) profile::add_weight_bytes(weight_bytes(*pr.w));
   for (int f = 0; f < 3; ++f) {
     size_t n = 0;
     for (const Projection& pr : list)
@@ -97,10 +106,18 @@ void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
   auto product = [](const TensorView& t, int64_t n_rows) {
     return kernels::product_work(mat(t).row_bytes * t.ne[1], n_rows);
   };
-  for (const ExpertMatrix& m : shared) work += product(*m.t, n);
+  double bytes = 0;
+  for (const ExpertMatrix& m : shared) {
+    work += product(*m.t, n);
+    bytes += weight_bytes(*m.t);
+  }
   for (int64_t e = 0; e < n_exp; ++e)
     for (const ExpertMatrix& m : routed)
-      if (offset[e + 1] > offset[e]) work += product(*m.t, offset[e + 1] - offset[e]);
+      if (offset[e + 1] > offset[e]) {
+        work += product(*m.t, offset[e + 1] - offset[e]);
+        bytes += weight_bytes(*m.t, true);
+      }
+  profile::add_weight_bytes(bytes);
   const int threads = p.pool.threads_for(work);
   std::vector<ExpertItem>& items = p.ws.expert_items;
   items.clear();

@@ -50,6 +50,27 @@ TEST(StepProfile, NestedScopesChargeTheInnermost) {
   EXPECT_EQ(t.all_jobs().count, 0);
 }
 
+TEST(StepProfile, WeightBytesGoToTheInnermostPartAndNowhereWhenOff) {
+  profile::reset();
+  profile::add_weight_bytes(1000);  // off
+  profile::set_enabled(true);
+  {
+    profile::Scope outer(profile::Part::kExperts);
+    profile::add_weight_bytes(300);
+    {
+      profile::Scope inner(profile::Part::kHead);
+      profile::add_weight_bytes(50);
+    }
+    profile::add_weight_bytes(2);
+  }
+  profile::set_enabled(false);
+  profile::add_weight_bytes(1000);  // off again
+  const profile::Totals t = profile::totals();
+  EXPECT_EQ(t.weight_bytes[static_cast<size_t>(profile::Part::kExperts)], 302);
+  EXPECT_EQ(t.weight_bytes[static_cast<size_t>(profile::Part::kHead)], 50);
+  EXPECT_EQ(t.weight_bytes[static_cast<size_t>(profile::Part::kOther)], 0);
+}
+
 TEST(StepProfile, PoolJobsCountTheirWallAndBusyTime) {
   ThreadPool pool(2);
   profile::reset();
@@ -67,8 +88,8 @@ TEST(StepProfile, PoolJobsCountTheirWallAndBusyTime) {
   EXPECT_LE(j.busy_share() + j.late_share(), 1.0 + 1e-9);  // late and busy are disjoint parts of it
 }
 
-// A thread that runs none of a job's tasks joined too late for all of it: with 3 threads and 2 tasks, at least
-// one thread's whole share of the job is late.
+// A thread that runs none of a job's tasks joined too late for all of it: with 3 threads and 2 tasks, at
+// least one thread's whole share of the job is late.
 TEST(StepProfile, AThreadWithoutATaskIsLateForTheWholeJob) {
   ThreadPool pool(3);
   profile::reset();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "base/step_profile.h"
 #include "base/system_memory.h"
 #include "fixtures.h"
 #include "kernels/pack.h"
@@ -294,6 +295,49 @@ TEST(Engine, RowLoopsSplitOverThreadsChangeNoBit) {
           << "grain " << grain << ", chunk " << chunk;
     }
   }
+}
+
+// The step profile's weight bytes (what engine_bench --profile sets against the read-only stream): a one-row
+// step reads every trunk matrix once, n_expert_used of each layer's routed experts and the head; a step of
+// rows routed apart reads more experts, each once, and never more than all of them.
+TEST(Engine, StepProfileCountsTheWeightsAStepReads) {
+  Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");
+  const Qwen35MoeConfig& c = model.config();
+  auto bytes_of = [](const TensorView& t) {
+    return t.valid() ? static_cast<double>(t.row_bytes()) * static_cast<double>(t.n_rows()) : 0.0;
+  };
+  double dense = bytes_of(model.weights().output), experts_all = 0;
+  for (const LayerWeights& l : model.weights().layers) {
+    for (const TensorView* w :
+         {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.output, &l.gdn.qkv, &l.gdn.gate, &l.gdn.beta, &l.gdn.alpha,
+          &l.gdn.out, &l.moe.router, &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp})
+      dense += bytes_of(*w);
+    for (const TensorView* w : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps})
+      experts_all += bytes_of(*w);
+  }
+  const double per_expert_share = experts_all / static_cast<double>(c.n_expert);
+  ThreadPool pool(2);
+  Memory mem = make_memory(model, 1, 256);
+  const int32_t seq = *mem.seq_create();
+  Batch b;
+  Outputs out;
+  auto step_bytes = [&](const std::vector<int32_t>& toks, bool on = true) {
+    b.clear();
+    for (size_t i = 0; i < toks.size(); ++i)
+      b.add(seq, mem.seq_pos(seq) + static_cast<int64_t>(i), toks[i], true);
+    profile::reset();
+    profile::set_enabled(on);
+    EXPECT_TRUE(forward(model, b, mem, out, pool).ok());
+    profile::set_enabled(false);
+    double total = 0;
+    for (double x : profile::totals().weight_bytes) total += x;
+    return total;
+  };
+  EXPECT_DOUBLE_EQ(step_bytes({3}), dense + per_expert_share * static_cast<double>(c.n_expert_used));
+  const double four = step_bytes({5, 70, 140, 210});
+  EXPECT_GT(four, dense + per_expert_share * static_cast<double>(c.n_expert_used));
+  EXPECT_LE(four, dense + experts_all);
+  EXPECT_EQ(step_bytes({7}, false), 0.0);  // off: nothing counted
 }
 
 // Weights packed at load (kernels/pack.h) give bitwise the logits of the file's own layout, with MTP_PACK=0.

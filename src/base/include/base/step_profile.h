@@ -44,8 +44,9 @@ struct Jobs {
 };
 
 struct Totals {
-  std::array<double, kParts> seconds{};  // exclusive wall time per part
-  std::array<Jobs, kParts> jobs{};       // per part: the jobs run while it was the innermost open scope
+  std::array<double, kParts> seconds{};       // exclusive wall time per part
+  std::array<Jobs, kParts> jobs{};            // per part: the jobs run while it was the innermost open scope
+  std::array<double, kParts> weight_bytes{};  // per part: weight bytes its products read (add_weight_bytes)
   Jobs all_jobs() const;
 };
 
@@ -81,5 +82,15 @@ class Scope {
 // A parallel_for of `threads` threads took `wall` seconds, in which its threads ran tasks for `busy` and
 // joined `late` (thread-seconds, as in Jobs): charged to the part whose scope is open.
 void add_job(double wall, double busy, double late, int threads);
+
+namespace detail {
+void add_weight_bytes(double bytes);
+}
+// A product over `bytes` bytes of weights (each weight read once, whatever the rows): charged to the part
+// whose scope is open, so a step's bytes can be set against its time and the machine's bandwidth. A batch of
+// rows routed to different experts reads each expert it touches once.
+inline void add_weight_bytes(double bytes) {
+  if (enabled()) detail::add_weight_bytes(bytes);
+}
 
 }  // namespace mtp::profile
