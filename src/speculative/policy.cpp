@@ -54,8 +54,9 @@
 // steps' time) pays now and then for one step of one-token drafts after the stale prices are forgotten
 // (probe() says when).
 //
-// Whatever the model predicts, a guard compares what drafting steps deliver with what plain steps do at the
-// same batch size, and pauses drafting there where it measurably loses (observe_step()).
+// Whatever the model predicts, a guard compares what drafting steps deliver (their time, for the tokens the
+// acceptance estimates expected) with what plain steps do at the same batch size, and pauses drafting there
+// where it measurably loses (observe_step()).
 //
 // With two heads (choose_head), the model prices each head's draft passes and acceptance apart, and the
 // guard picks the head: each window of drafting steps measures the head it ran; a head not measured at this
@@ -331,7 +332,12 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
     o.probe_budget -= seconds - static_cast<double>(tokens) * o.plain_median() / static_cast<double>(slots);
   }
   if (restart_step_ || measuring_) return;
-  o.draft_tokens += static_cast<double>(tokens);
+  // The step's tokens as the acceptance estimates expected them (its drafting slots' expected accepted drafts
+  // in place of those accepted): the guard judges what drafting costs, not how the coins fell. Acceptance
+  // that falls short is the estimates' to follow (every rejection lowers them, and the model then drafts
+  // less, or not at all); counted as they fell, one 4-step window of three-token drafts at 0.85 a position
+  // came out 20% below plain decoding and paused drafting that paid 20% for 64 steps (fake clock, c1).
+  o.draft_tokens += static_cast<double>(tokens) - step_accepted_ + step_expected_;
   o.draft_seconds += seconds;
   if (++o.draft_n < kOutcomeSteps / 2 || o.plain_n < kTrustSamples) return;
   // The median of the recent plain steps, not their mean: the first steps at a size pay one-time costs
@@ -349,6 +355,13 @@ void DraftPolicy::observe_step(int64_t slots, int64_t tokens, double seconds, bo
   judge(o, draft_rate, plain_rate);
   o.draft_tokens = o.draft_seconds = 0;
   o.draft_n = 0;
+}
+
+void DraftPolicy::observe_round(int64_t n_drafted, int64_t n_accepted) {
+  AcceptanceTracker& a = acceptance_[head_index()];
+  for (int32_t i = 0; i < n_drafted; ++i) step_expected_ += a.p_reach(i);
+  step_accepted_ += static_cast<double>(n_accepted);
+  a.observe(n_drafted, n_accepted);
 }
 
 void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
@@ -501,6 +514,7 @@ double DraftPolicy::predict_trunk(int64_t rows, int64_t verify_rows) const {
 
 std::vector<int32_t> DraftPolicy::choose(std::span<const SlotDemand> slots, int64_t prompt_rows) {
   const int64_t n = static_cast<int64_t>(slots.size());
+  step_accepted_ = step_expected_ = 0;
   const bool refresh = prompt_rows == 0 && plain_age(n) > kRefreshSteps;  // plan() re-prices plain decoding
   std::vector<int32_t> k = plan(slots, prompt_rows);
   // Where the model prices drafting with this head below plain decoding, the next step uses the other head

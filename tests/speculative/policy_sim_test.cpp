@@ -427,6 +427,22 @@ TEST(PolicySim, PricesMeasuredAtC1DoNotStartDraftingAtC4WhereItLoses) {
   }
 }
 
+// Costs after a plain AVX2 trace of the 40-layer 35B-A3B-width file at c1 (AMD EPYC Zen 4, 2 threads: a plain
+// step 64 ms, each verify row 33 ms more, the subset head's passes 2-3 ms), where drafting one to three
+// tokens pays about alike. At 0.85 a position, one 4-step window of three-token drafts came out 20% below
+// plain decoding to a guard that counted the tokens as the coins fell, and drafting, 20% ahead, paused for 64
+// steps (0.81-0.83x the best fixed length); the guard counts them as the estimates expected.
+TEST(PolicySim, AnUnluckyWindowDoesNotPauseDraftingThatPays) {
+  const Costs avx2{[](int64_t, int64_t r, int64_t v) {
+                     return 0.064 * static_cast<double>(r) + 0.033 * static_cast<double>(v);
+                   },
+                   [](int64_t, int64_t rows) { return 0.002 + 0.0007 * static_cast<double>(rows); }};
+  for (int64_t steps : {100, 400}) {
+    const Verdict v = judge("avx2, 40 layers, 0.85 a position", avx2, 1, 3, 0.85, steps);
+    EXPECT_GE(v.vs_best_fixed, 0.95) << steps;
+  }
+}
+
 // Two heads (the subset's passes cheap, its acceptance lower): auto drafts with the one that delivers more,
 // near the best fixed length with the best head, and never much below plain decoding when neither pays.
 TEST(PolicySim, ChoosesTheDraftHeadThatDelivers) {

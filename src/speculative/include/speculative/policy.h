@@ -137,9 +137,7 @@ class DraftPolicy {
   // passes and trunk forward together); `drafted`: some slot drafted.
   void observe_step(int64_t slots, int64_t tokens, double seconds, bool drafted);
   // A verification round of any slot: the engine-wide acceptance, where a new request's estimate starts.
-  void observe_round(int64_t n_drafted, int64_t n_accepted) {
-    acceptance_[head_index()].observe(n_drafted, n_accepted);
-  }
+  void observe_round(int64_t n_drafted, int64_t n_accepted);
   // A step in which no slot drafted: the engine-wide rates drift toward the prior, so that after a bad
   // stretch (every slot stopped drafting, no rounds to learn from) requests get to try again.
   void idle_step() { acceptance_[head_index()].idle_step(AcceptanceTracker{}); }
@@ -224,8 +222,10 @@ class DraftPolicy {
   bool other_head_stale(const Outcome& o) const;
   std::vector<Outcome> outcome_;  // index: generating slots
   bool restart_step_ = false;     // the last choose() drafts over a backlog of catch-up rows (policy.cpp)
-  bool measuring_ = false;        // the last plan() drafts only to measure a verify price (policy.cpp)
-  bool probing_ = false;          // ... and it re-measures stale prices the model declined on (policy.cpp)
+  // This step's rounds (observe_round): the drafts accepted, and those the engine-wide estimates expected.
+  double step_accepted_ = 0, step_expected_ = 0;
+  bool measuring_ = false;  // the last plan() drafts only to measure a verify price (policy.cpp)
+  bool probing_ = false;    // ... and it re-measures stale prices the model declined on (policy.cpp)
   std::array<std::vector<int64_t>, kDraftHeads> draft_at_;  // per head, as verify_at_ for draft passes
   Outcome& outcome(int64_t slots);
   bool paused(int64_t slots) const;
