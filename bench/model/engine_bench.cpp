@@ -60,7 +60,7 @@ struct Touched {
 
 Touched add(Touched t, const TensorView& w, double fraction = 1.0) {
   if (!w.valid()) return t;
-  t.bytes += static_cast<double>(w.row_bytes()) * static_cast<double>(w.n_rows()) * fraction;
+  t.bytes += static_cast<double>(w.bytes()) * fraction;
   t.macs += static_cast<double>(w.row_length()) * static_cast<double>(w.n_rows()) * fraction;
   return t;
 }

@@ -31,7 +31,7 @@ const float* f32_of(Workspace& ws, const TensorView& t) {
 namespace {
 // Weight bytes of a matrix (of one expert's, for a 3-D stack: ne[1] rows), for the step profile.
 double weight_bytes(const TensorView& t, bool one_expert = false) {
-  return static_cast<double>(t.row_bytes()) * static_cast<double>(one_expert ? t.ne[1] : t.n_rows());
+  return static_cast<double>(one_expert ? t.row_bytes() * t.ne[1] : t.bytes());
 }
 }  // namespace
 

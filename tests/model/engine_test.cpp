@@ -303,9 +303,7 @@ TEST(Engine, RowLoopsSplitOverThreadsChangeNoBit) {
 TEST(Engine, StepProfileCountsTheWeightsAStepReads) {
   Model model = load(std::string(MTP_SOURCE_DIR) + "/tests/data/example.gguf");
   const Qwen35MoeConfig& c = model.config();
-  auto bytes_of = [](const TensorView& t) {
-    return t.valid() ? static_cast<double>(t.row_bytes()) * static_cast<double>(t.n_rows()) : 0.0;
-  };
+  auto bytes_of = [](const TensorView& t) { return t.valid() ? static_cast<double>(t.bytes()) : 0.0; };
   double dense = bytes_of(model.weights().output), experts_all = 0;
   for (const LayerWeights& l : model.weights().layers) {
     for (const TensorView* w :

@@ -30,6 +30,7 @@ struct TensorView {
   int64_t row_length() const { return ne[0]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
   int64_t row_bytes() const { return row_size(type, ne[0]); }
+  int64_t bytes() const { return row_bytes() * n_rows(); }  // in the file's format
   const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }
 };
 
