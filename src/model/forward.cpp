@@ -28,22 +28,16 @@ const float* f32_of(Workspace& ws, const TensorView& t) {
   return it->second.data();
 }
 
-namespace {
-// Weight bytes of a matrix (of one expert's, for a 3-D stack: ne[1] rows), for the step profile.
-double weight_bytes(const TensorView& t, bool one_expert = false) {
-  return static_cast<double>(one_expert ? t.row_bytes() * t.ne[1] : t.bytes());
-}
-}  // namespace
-
 void project(Pass& p, ActCache& acts, const TensorView& w, float* y, int64_t y_stride) {
-  profile::add_weight_bytes(weight_bytes(w));
+  if (profile::enabled()) profile::add_weight_bytes(static_cast<double>(w.bytes()));
   kernels::matmul(mat(w), acts.get(w.type, &p.pool), y, y_stride, &p.pool);
 }
 
 void project_all(Pass& p, ActCache& acts, std::initializer_list<Projection> list) {
   kernels::MatmulJob jobs[8];
   MTP_CHECK(list.size() <= 8);
-  for (const Projection& pr : list) profile::add_weight_bytes(weight_bytes(*pr.w));
+  if (profile::enabled())
+    for (const Projection& pr : list) profile::add_weight_bytes(static_cast<double>(pr.w->bytes()));
   for (int f = 0; f < 3; ++f) {
     size_t n = 0;
     for (const Projection& pr : list)
@@ -101,22 +95,18 @@ void expert_pass(Pass& p, const int32_t* offset, const int32_t* rows,
   for (int64_t e = 0; e < n_exp; ++e) active += offset[e + 1] > offset[e];
   const int64_t n_mats = active * static_cast<int64_t>(routed.size()) + static_cast<int64_t>(shared.size());
   // Each matrix's product as kernels::product_work prices it (one expert's matrix of a 3-D stack: ne[1]
-  // rows).
+  // rows), and the weight bytes the pass reads (each matrix once, whatever its rows) for the step profile.
   int64_t work = 0;
-  auto product = [](const TensorView& t, int64_t n_rows) {
-    return kernels::product_work(mat(t).row_bytes * t.ne[1], n_rows);
-  };
   double bytes = 0;
-  for (const ExpertMatrix& m : shared) {
-    work += product(*m.t, n);
-    bytes += weight_bytes(*m.t);
-  }
+  auto product = [&bytes](const TensorView& t, int64_t n_rows) {
+    const int64_t matrix_bytes = mat(t).row_bytes * t.ne[1];
+    bytes += static_cast<double>(matrix_bytes);
+    return kernels::product_work(matrix_bytes, n_rows);
+  };
+  for (const ExpertMatrix& m : shared) work += product(*m.t, n);
   for (int64_t e = 0; e < n_exp; ++e)
     for (const ExpertMatrix& m : routed)
-      if (offset[e + 1] > offset[e]) {
-        work += product(*m.t, offset[e + 1] - offset[e]);
-        bytes += weight_bytes(*m.t, true);
-      }
+      if (offset[e + 1] > offset[e]) work += product(*m.t, offset[e + 1] - offset[e]);
   profile::add_weight_bytes(bytes);
   const int threads = p.pool.threads_for(work);
   std::vector<ExpertItem>& items = p.ws.expert_items;
