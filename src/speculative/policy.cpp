@@ -380,10 +380,13 @@ void DraftPolicy::judge(Outcome& o, double draft_rate, double plain_rate) {
       o.head = static_cast<DraftHead>(other);  // its own try next, before any verdict on drafting
       return;
     }
-    // The other head was in use lately: what its last window delivered, or, if the model did not let it
-    // draft a window since, nothing (the model priced it below plain decoding).
-    const bool rated =
-        o.head_good[other] && o.head_rated_at[other] >= o.head_used_at[other] - kHeadRetrySteps;
+    // The other head was in use lately: what its last window delivered, where that was no loss against
+    // plain steps now, even if the model declined that head since. The model's prices are medians of noisy
+    // steps: a plain step re-priced by one fast sample after a drafting stretch makes it decline every head
+    // for a step or two, and when that erased the declined head's rate, the other head, 11% slower, drafted
+    // in its place for up to 512 steps (fake clock: plain AVX2 on the 40-layer file, noisy steps).
+    const bool rated = o.head_rate[other] >= (1 - kSmallLoss) * plain_rate &&
+                       o.head_rated_at[other] >= o.head_used_at[other] - kHeadRetrySteps;
     const double other_rate = rated ? o.head_rate[other] : 0.0;
     if (other_rate > o.head_rate[h]) {
       o.head = static_cast<DraftHead>(other);

@@ -212,7 +212,8 @@ class DraftPolicy {
     std::array<int64_t, kDraftHeads> head_used_at{-1, -1};
     std::array<int64_t, kDraftHeads> head_rated_at{-1, -1};
     std::array<double, kDraftHeads> head_rate{};
-    // The head's last window delivered no less than plain steps, and the model has not declined it since.
+    // The head's last window delivered no less than plain steps, and the model has not declined it since
+    // (where the model declines the head in use, the next step takes the other head if this holds for it).
     std::array<bool, kDraftHeads> head_good{};
   };
   // A window of drafting steps judged: the verdict on drafting at this size, and with choose_head, the head
