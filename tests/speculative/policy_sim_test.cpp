@@ -450,8 +450,8 @@ TEST(PolicySim, AnUnluckyWindowDoesNotPauseDraftingThatPays) {
 }
 
 // The noisy plain-AVX2 prices of the 40-layer file at c1 (the case below): plain steps 109 ms, each verify
-// row `verify_row` seconds more, a full-head pass 17 ms, a subset pass 4.5 ms (`subset`: the subset head is a
-// second head; otherwise it is the only one), every pass's time within 15% of that and one in 20 half as
+// row `verify_row` seconds more, a full-head pass 17 ms, a subset pass 4.5 ms (`two_heads`: both, the policy
+// choosing; otherwise the subset's passes alone), every pass's time within 15% of that and one in 20 half as
 // long again; requests of 80 tokens, each with a 40-row prompt. judge() runs it over `seeds` seeds of the
 // noise and the coins; returns the mean and the worst of auto against the best fixed profile.
 struct NoisyAvx2 {
@@ -459,19 +459,18 @@ struct NoisyAvx2 {
   uint64_t seed = 0;
   std::uniform_real_distribution<double> u{0.0, 1.0};
   double noisy(double t) { return t * (0.85 + 0.3 * u(rng)) * (u(rng) < 0.05 ? 1.5 : 1); }
-  Costs costs(bool subset, double verify_row = 0.054) {
+  Costs costs(bool two_heads, double verify_row = 0.054) {
+    const std::function<double(int64_t, int64_t)> full = [this](int64_t, int64_t rows) {
+      return noisy(0.017 + 0.001 * static_cast<double>(rows));
+    };
+    const std::function<double(int64_t, int64_t)> subset = [this](int64_t, int64_t rows) {
+      return noisy(0.0045 + 0.0005 * static_cast<double>(rows));
+    };
     Costs c{[this, verify_row](int64_t, int64_t r, int64_t v) {
               return noisy(0.109 * static_cast<double>(r) + verify_row * static_cast<double>(v));
             },
-            [this, subset](int64_t, int64_t rows) {
-              return subset ? noisy(0.017 + 0.001 * static_cast<double>(rows))
-                            : noisy(0.0045 + 0.0005 * static_cast<double>(rows));
-            },
-            [this] { rng.seed(seed); }};
-    if (subset)
-      c.draft_subset = [this](int64_t, int64_t rows) {
-        return noisy(0.0045 + 0.0005 * static_cast<double>(rows));
-      };
+            two_heads ? full : subset, [this] { rng.seed(seed); }};
+    if (two_heads) c.draft_subset = subset;
     c.request_tokens = 80;
     c.prompt_rows = 40;
     return c;
