@@ -40,8 +40,9 @@
 // data (a line with one measured size runs through it along the other line's slope), and at a batch size
 // whose plain step was not measured kTrustSamples times the policy decodes plainly until it was. While the
 // policy drafts at a batch size, its plain price is not measured; after kRefreshSteps trunk steps without,
-// one plain step re-prices it (its sample replaces the stale ones), so that drift in the machine's speed
-// cannot keep drafting on against an outdated comparison; and once a verify step was measured, the policy
+// one plain step re-prices it (its sample replaces the stale ones where it is more than kRefreshBand off
+// their median, and joins them otherwise), so that drift in the machine's speed cannot keep drafting on
+// against an outdated comparison; and once a verify step was measured, the policy
 // drafts until kTrustSamples were (a first one pays one-time costs, and priced by it alone drafting would
 // stop for good), unless the draft passes alone already cost more than drafting gains. Prompt rows cost
 // differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
@@ -69,6 +70,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 
 namespace mtp::speculative {
@@ -79,6 +81,7 @@ constexpr double kBacklogSteps = 16;      // steps a drafting stretch's one-time
 constexpr double kMaxBacklogSteps = 64;   // ... at most, where the request's length is known or expected
 constexpr double kLengthEmaWeight = 0.1;  // weight of an ended request's length in the typical length
 constexpr int64_t kRefreshSteps = 32;     // trunk steps after which a size's samples are stale
+constexpr double kRefreshBand = 0.2;      // a re-pricing plain sample this close to the median joins it
 constexpr int64_t kWarmupSteps = 2;       // trunk steps a verify size's first samples keep it cheap
 constexpr double kExploreMargin = 0.15;   // a stale draft length this close to the plan's gets re-measured
 constexpr int64_t kOutcomeSteps = 8;      // drafting steps the guard judges at a time (observe_step)
@@ -276,9 +279,15 @@ void DraftPolicy::observe_trunk(int64_t rows, int64_t verify_rows, int64_t promp
     exploring_ = 0;
     return;
   }
-  // A plain sample after a long stretch without (choose() asks for one) replaces the old ones: they were
-  // taken at another speed of the machine and would outvote it in the median.
-  if (plain_age(rows) > kRefreshSteps)
+  // A plain sample after a long stretch without (choose() asks for one) replaces the old ones where it is
+  // more than kRefreshBand off their median: they were taken at another speed of the machine and would
+  // outvote it. Closer, it joins them: steps are noisy (plain AVX2 on the 40-layer file, 2 cores: +-15% step
+  // to step, one in 20 half as long again), and one fast sample replacing the median made the model decline
+  // drafting that paid, for a step and more; on noisy fake-clock cases that cost up to 3% of the best fixed
+  // profile (docs/drafting-policy.md). A drift within the band shows once refresh samples of it are the
+  // median's majority: three refreshes, about 3 * kRefreshSteps steps.
+  const double median = plain_.trusted(rows) ? plain_.predict(static_cast<double>(rows)) : 0.0;
+  if (plain_age(rows) > kRefreshSteps && std::abs(seconds - median) > kRefreshBand * median)
     plain_.restart(rows, seconds);
   else
     plain_.observe(rows, seconds);

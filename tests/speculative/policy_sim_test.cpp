@@ -509,24 +509,25 @@ TEST(PolicySim, ADeclineOnNoisyPricesDoesNotHandDraftingToTheSlowerHead) {
 
 // The draft length where acceptance changes with depth or over time (one head, NoisyAvx2's prices): where
 // the second and third positions turn hard for 12 steps in every 150, auto should draft three tokens again
-// once the stretch is over; where they are always poor, it should not. Auto's estimates of positions it does
-// not draft stay where the last rounds left them, so after a hard stretch it drafts one token for a while
-// (0.981x the best fixed profile on average); drafting more on those estimates (they drift toward the
-// position before, or toward their long-run rate) cost more where the deeper positions stay poor
-// (docs/drafting-policy.md). These hold what auto does now on both sides.
+// once the stretch is over; where they are always poor, it should not. When each re-pricing plain step's
+// sample replaced the plain median, one fast sample made plain decoding look cheap for the next 32 steps and
+// auto drafted shorter: 0.981x the best fixed profile on average (0.947x in the worst run) with hard
+// stretches, 0.961x with poor deeper positions and 54 ms verify rows. Drafting more on the estimates of
+// positions left undrafted (they drift toward the position before, or toward their long-run rate) cost more
+// where the deeper positions stay poor (docs/drafting-policy.md).
 TEST(PolicySim, DraftLengthWhereDeeperPositionsChange) {
   NoisyAvx2 noise;
   Costs dips = noise.costs(false);
   dips.accept_at = [](int64_t step, int32_t pos) { return pos >= 1 && step % 150 < 12 ? 0.4 : 0.93; };
   const auto [dips_mean, dips_worst] = noise.judge_seeds("hard stretches now and then", dips, 0.93, 8);
-  EXPECT_GE(dips_mean, 0.975);
-  EXPECT_GE(dips_worst, 0.94);
+  EXPECT_GE(dips_mean, 0.98);
+  EXPECT_GE(dips_worst, 0.955);
   for (double deep : {0.2, 0.6}) {
     for (double verify_row : {0.054, 0.005}) {
       Costs poor = noise.costs(false, verify_row);
       poor.accept_at = [deep](int64_t, int32_t pos) { return pos >= 1 ? deep : 0.9; };
       const double mean = noise.judge_seeds("deeper positions poor", poor, 0.9, 4).first;
-      EXPECT_GE(mean, 0.955) << deep << ", verify row " << verify_row;
+      EXPECT_GE(mean, 0.967) << deep << ", verify row " << verify_row;
     }
   }
 }

@@ -578,6 +578,35 @@ TEST(DraftPolicy, AutoRepricesAStalePlainStepWhileDrafting) {
   }
 }
 
+// The re-pricing plain step is one noisy sample: where it is within 20% of the plain price it joins that
+// price's median (one fast sample replacing it made the model decline drafting that paid); a drift within
+// that band shows once three refreshes carried it, one beyond it at once (the test above).
+TEST(DraftPolicy, AutoRepricesPlainStepsByAMedianWithinTheNoise) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kAuto;
+  DraftPolicy p(o);
+  for (int rep = 0; rep < 5; ++rep) p.observe_trunk(1, 0, 0, 0.100);
+  for (int rep = 0; rep < 3; ++rep) p.observe_trunk(1, 1, 0, 0.105);
+  p.observe_draft(1, 0.003);
+  const AcceptanceTracker a = tracker_at(0.9);
+  const std::vector<SlotDemand> slot(1, SlotDemand{1, &a, 1});
+  // Drafting steps until the policy asks for a plain one; then that step at `seconds`.
+  auto refresh = [&](double seconds) {
+    int step = 0;
+    for (; step < 100 && p.choose(slot)[0] > 0; ++step) p.observe_trunk(1, 1, 0, 0.105);
+    ASSERT_LT(step, 100);
+    p.observe_trunk(1, 0, 0, seconds);
+  };
+  refresh(0.085);  // 15% faster: noise, as far as one sample tells
+  EXPECT_NEAR(p.predict_trunk(1), 0.100, 1e-9);
+  refresh(0.085);
+  EXPECT_NEAR(p.predict_trunk(1), 0.100, 1e-9);
+  refresh(0.085);  // the third: the median moves
+  EXPECT_NEAR(p.predict_trunk(1), 0.085, 1e-9);
+  refresh(0.060);  // 30% off: the machine's speed changed, the sample replaces the others at once
+  EXPECT_NEAR(p.predict_trunk(1), 0.060, 1e-9);
+}
+
 // The engine-wide acceptance is where a new request's estimate starts and where an idle slot's drifts: a
 // slot that stopped drafting after a bad stretch comes back toward what other requests see.
 TEST(AcceptanceTracker, IdleSlotsDriftTowardTheEngineWideRates) {
