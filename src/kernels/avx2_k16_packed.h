@@ -109,7 +109,8 @@ MTP_TARGET_AVX2 void k16_packed_pass(const uint8_t* tile, const uint8_t* const* 
       }
       __m256i isum[NR];
       for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {  // unrolled: the formats' bit positions per chunk become constants
         prefetch_slice<F::kPrefetchLines>(hdr, 8 * h + j, F::kPackedSbBytes, 4 * F::kPackedSbBytes);
         Sums::template chunk<NR>(hdr, h, sc_pair, sb, j, xs, isum);
       }
@@ -156,7 +157,7 @@ void k16_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x
   static constexpr auto kMadd =
       pass_table<K16Pass<F, Madd>>(std::make_integer_sequence<int, Madd::kPassRows>());
   static constexpr auto kVnni =
-      pass_table<K16Pass<F, Vnni>>(std::make_integer_sequence<int, Vnni::kPassRows>());
+      pass_table<VnniEntry<K16Pass<F, Vnni>>>(std::make_integer_sequence<int, Vnni::kPassRows>());
   run_passes(kMadd, kVnni, tile, n_out, x, nx, l, y, y_stride);
 }
 

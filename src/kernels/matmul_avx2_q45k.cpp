@@ -275,8 +275,8 @@ void k45_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x
                 const ActLayout& l, float* y, int64_t y_stride) {
   static constexpr auto kMadd =
       pass_table<Pass<kFive, MaddSums>>(std::make_integer_sequence<int, MaddSums<kFive>::kPassRows>());
-  static constexpr auto kVnni =
-      pass_table<Pass<kFive, VnniSums>>(std::make_integer_sequence<int, VnniSums<kFive>::kPassRows>());
+  static constexpr auto kVnni = pass_table<VnniEntry<Pass<kFive, VnniSums>>>(
+      std::make_integer_sequence<int, VnniSums<kFive>::kPassRows>());
   run_passes(kMadd, kVnni, tile, n_out, x, nx, l, y, y_stride);
 }
 

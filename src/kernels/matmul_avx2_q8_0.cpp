@@ -203,7 +203,8 @@ void b32_packed(const uint8_t* tile, int64_t, int n_out, const uint8_t* const* x
   using Madd = MaddSums<F>;
   using Vnni = VnniSums<F>;
   static constexpr auto kMadd = pass_table<Pass<F, Madd>>(std::make_integer_sequence<int, Madd::kPassRows>());
-  static constexpr auto kVnni = pass_table<Pass<F, Vnni>>(std::make_integer_sequence<int, Vnni::kPassRows>());
+  static constexpr auto kVnni =
+      pass_table<VnniEntry<Pass<F, Vnni>>>(std::make_integer_sequence<int, Vnni::kPassRows>());
   run_passes(kMadd, kVnni, tile, n_out, x, nx, l, y, y_stride);
 }
 
