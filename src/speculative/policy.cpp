@@ -42,11 +42,12 @@
 // policy drafts at a batch size, its plain price is not measured; after kRefreshSteps trunk steps without,
 // one plain step re-prices it (its sample replaces the stale ones where it is more than kRefreshBand off
 // their median, and joins them otherwise), so that drift in the machine's speed cannot keep drafting on
-// against an outdated comparison; and once a verify step was measured, the policy
-// drafts until kTrustSamples were (a first one pays one-time costs, and priced by it alone drafting would
-// stop for good), unless the draft passes alone already cost more than drafting gains. Prompt rows cost
-// differently again (no logits), so trunk steps with prompt rows feed neither line. Draft passes have a line
-// of their own, over their rows (draft rows and catch-up rows).
+// against an outdated comparison; and once a verify step was measured, the policy drafts until kTrustSamples
+// were (a first one pays one-time costs, and priced by it alone drafting would stop for good), unless the
+// draft passes alone already cost more than drafting gains. Prompt rows cost differently again (no logits),
+// so trunk steps with prompt rows feed neither line. Draft passes have a line of their own, over their rows
+// (draft rows and catch-up rows); StepCostModel and AcceptanceTracker (speculative/estimates.h) keep the
+// prices and the acceptance.
 //
 // Verify prices get re-measured three more ways: a verify size just measured for the first or second time is
 // priced no higher than as many plain rows (its first samples pay one-time costs); while drafting, a stale
