@@ -1,12 +1,15 @@
 #include "grammar/json_schema.h"
 
 #include <cctype>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "base/check.h"
 
 #include "grammar/grammar.h"
+#include "number_range.h"
 
 namespace mtp::grammar {
 namespace {
@@ -62,11 +65,27 @@ const std::set<std::string>& annotations() {
 }
 
 const std::set<std::string>& supported_keywords() {
-  static const std::set<std::string> keys = {"type",     "properties",  "required", "additionalProperties",
-                                             "enum",     "const",       "items",    "minItems",
-                                             "maxItems", "anyOf",       "oneOf",    "$ref",
-                                             "$defs",    "definitions", "format",   "minLength",
-                                             "maxLength"};
+  static const std::set<std::string> keys = {"type",
+                                             "properties",
+                                             "required",
+                                             "additionalProperties",
+                                             "enum",
+                                             "const",
+                                             "items",
+                                             "minItems",
+                                             "maxItems",
+                                             "anyOf",
+                                             "oneOf",
+                                             "$ref",
+                                             "$defs",
+                                             "definitions",
+                                             "format",
+                                             "minLength",
+                                             "maxLength",
+                                             "minimum",
+                                             "maximum",
+                                             "exclusiveMinimum",
+                                             "exclusiveMaximum"};
   return keys;
 }
 
@@ -133,6 +152,13 @@ class Compiler {
     if (schema.contains("properties") || schema.contains("additionalProperties"))
       return typed("object", schema, at, hint);
     if (schema.contains("items")) return typed("array", schema, at, hint);
+    if (has_bounds(schema)) {  // they constrain numbers only
+      auto number = numeric_rule("number", schema, at);
+      if (!number) return number.status();
+      std::string out = "(";
+      for (const char* other : {"object", "array", "string", "boolean", "null"}) out += use(other) + " | ";
+      return out + *number + ")";
+    }
     return use("value");
   }
 
@@ -218,10 +244,66 @@ class Compiler {
   Expected<std::string> typed(const std::string& type, const Json& schema, const std::string& at,
                               const std::string& hint) {
     if (type == "string") return string_rule(schema, at);
-    if (type == "number" || type == "integer" || type == "boolean" || type == "null") return use(type);
+    if (type == "number" || type == "integer") return numeric_rule(type, schema, at);
+    if (type == "boolean" || type == "null") return use(type);
     if (type == "object") return object_rule(schema, at, hint);
     if (type == "array") return array_rule(schema, at, hint);
     return invalid_argument("JSON Schema at ", at, ": unknown type '", type, "'");
+  }
+
+  static bool has_bounds(const Json& schema) {
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      if (schema.contains(key)) return true;
+    return false;
+  }
+
+  // One side's bound: "minimum"/"maximum", "exclusiveMinimum"/"exclusiveMaximum" (a bound of its own, or
+  // draft-04's boolean that makes the other exclusive), the tighter where both bound. Integers round a bound
+  // inward to a whole number; numbers take whole-number bounds only (number_range.h says why).
+  Expected<std::optional<detail::NumberBound>> bound(const Json& schema, bool lower, bool integers,
+                                                     const std::string& at) {
+    const char* name = lower ? "minimum" : "maximum";
+    const char* ex_name = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    const auto plain = schema.find(name), ex = schema.find(ex_name);
+    const bool draft4 = ex != schema.end() && ex->is_boolean();
+    if (draft4 && ex->get<bool>() && plain == schema.end())
+      return invalid_argument("JSON Schema at ", at, ": '", ex_name, "': true needs '", name, "'");
+    std::optional<detail::NumberBound> out;
+    auto take = [&](const Json& v, const char* key, bool exclusive) -> Status {
+      if (!v.is_number()) return invalid_argument("JSON Schema at ", at, ": '", key, "' must be a number");
+      const double d = v.get<double>();
+      if (!integers && d != std::floor(d))
+        return unsupported("JSON Schema at ", at, ": '", key, "' ", v.dump(),
+                           " bounds a number by a fraction (unsupported: whole-number bounds only)");
+      // x >= 1.5 is x >= 2 for integers, x > 1.5 is x > 1; and the other way round for upper bounds.
+      const double whole = integers ? (lower == exclusive ? std::floor(d) : std::ceil(d)) : d;
+      if (!(std::fabs(whole) < 1e15))
+        return unsupported("JSON Schema at ", at, ": '", key, "' ", v.dump(), " has more than ",
+                           detail::kMaxBoundDigits, " integral digits (unsupported)");
+      const detail::NumberBound b{static_cast<int64_t>(whole), exclusive};
+      const bool tighter = !out || (lower ? b.value > out->value : b.value < out->value) ||
+                           (b.value == out->value && b.exclusive);
+      if (tighter) out = b;
+      return Status();
+    };
+    if (plain != schema.end())
+      if (Status s = take(*plain, name, draft4 && ex->get<bool>()); !s.ok()) return s;
+    if (ex != schema.end() && !draft4)
+      if (Status s = take(*ex, ex_name, true); !s.ok()) return s;
+    return out;
+  }
+
+  Expected<std::string> numeric_rule(const std::string& type, const Json& schema, const std::string& at) {
+    if (!has_bounds(schema)) return use(type);
+    const bool integers = type == "integer";
+    auto lo = bound(schema, true, integers, at);
+    if (!lo) return lo.status();
+    auto hi = bound(schema, false, integers, at);
+    if (!hi) return hi.status();
+    const std::string range = detail::number_range(*lo, *hi, integers);
+    if (range.empty())
+      return invalid_argument("JSON Schema at ", at, ": no ", type, " lies within its bounds");
+    return str_cat("(", range, ") ", use("space"));
   }
 
   Expected<std::string> string_rule(const Json& schema, const std::string& at) {

@@ -137,14 +137,150 @@ TEST(JsonSchema, ATypicalToolSchema) {
       "additionalProperties":false})");
 }
 
+// ---- Numeric bounds: every string of a set accepted exactly when the validator takes its value ----------
+
+// Whether the schema's grammar accepts `text` as a whole value.
+class Accepts {
+ public:
+  explicit Accepts(const Json& schema) {
+    auto gbnf = json_schema_to_gbnf(schema);
+    EXPECT_TRUE(gbnf.ok()) << gbnf.status().message();
+    if (!gbnf.ok()) return;
+    auto g = parse_gbnf(*gbnf);
+    EXPECT_TRUE(g.ok()) << *gbnf;
+    if (!g.ok()) return;
+    auto m = Matcher::create(std::make_shared<const Grammar>(std::move(*g)));
+    EXPECT_TRUE(m.ok());
+    if (m.ok()) m_ = std::make_unique<Matcher>(std::move(*m));
+  }
+  bool operator()(const std::string& text) const {
+    if (!m_) return false;
+    auto s = m_->advance(m_->start(), text);
+    return s.ok() && *s != Matcher::kReject && m_->is_complete(*s);
+  }
+
+ private:
+  std::unique_ptr<Matcher> m_;
+};
+
+// Integer bounds, each side absent, inclusive, exclusive (draft 2020 and draft-04 forms) or a fraction
+// (rounded inward): every integer from -1,100 to 1,100 is accepted exactly when it is within them.
+TEST(JsonSchema, IntegerBoundsAcceptExactlyTheIntegersWithin) {
+  const std::vector<std::string> lows = {"",
+                                         R"("minimum":0)",
+                                         R"("minimum":-7)",
+                                         R"("minimum":1.5)",
+                                         R"("exclusiveMinimum":0)",
+                                         R"("exclusiveMinimum":-100)",
+                                         R"("minimum":99,"exclusiveMinimum":true)",
+                                         R"("minimum":10,"exclusiveMinimum":10)"};
+  const std::vector<std::string> highs = {"",
+                                          R"("maximum":0)",
+                                          R"("maximum":1000)",
+                                          R"("maximum":-9.5)",
+                                          R"("exclusiveMaximum":100)",
+                                          R"("exclusiveMaximum":-99)",
+                                          R"("maximum":19,"exclusiveMaximum":true)"};
+  int checked = 0;
+  for (const std::string& lo : lows)
+    for (const std::string& hi : highs) {
+      const std::string text =
+          str_cat(R"({"type":"integer")", lo.empty() ? "" : ",", lo, hi.empty() ? "" : ",", hi, "}");
+      const Json schema = Json::parse(text);
+      bool any = false;
+      for (int v = -1100; v <= 1100; ++v) any = any || valid(schema, Json(v));
+      if (!any) {  // min above max
+        EXPECT_FALSE(json_schema_to_gbnf(schema).ok()) << text;
+        continue;
+      }
+      const Accepts accepts(schema);
+      for (int v = -1100; v <= 1100; ++v) {
+        ASSERT_EQ(accepts(std::to_string(v)), valid(schema, Json(v))) << v << " under " << text;
+        ++checked;
+      }
+      if (!lo.empty() || !hi.empty()) EXPECT_FALSE(accepts("-0")) << text;  // bounded: no "-0"
+      EXPECT_FALSE(accepts("01")) << text;
+      EXPECT_FALSE(accepts("1.0")) << text;
+    }
+  EXPECT_GT(checked, 30 * 2201);
+  const Accepts from_one(Json::parse(R"({"type":"integer","minimum":1})"));
+  EXPECT_TRUE(from_one("9999999999999999"));    // 16 digits, as an unbounded integer
+  EXPECT_FALSE(from_one("10000000000000000"));  // 17
+  EXPECT_TRUE(from_one("123 "));                // whitespace after it, as every value
+}
+
+// Whole-number bounds on numbers: strings of integral parts and fractions around each bound, signed, are
+// accepted exactly when their value is within (those of up to 15 significant digits), and every accepted
+// one parses to a double within (16-digit fractions next to an exclusive bound would round onto it).
+TEST(JsonSchema, NumberBoundsAcceptExactlyTheNumbersWithin) {
+  std::vector<std::string> texts;
+  for (const char* sign : {"", "-"})
+    for (const char* i : {"0", "1", "2", "9", "10", "11", "99", "100", "101", "12345"})
+      for (const char* f : {"", ".0", ".000", ".5", ".05", ".000000000000001", ".999999999999999",
+                            ".9999999999999999", ".0000000000000001"})
+        texts.push_back(str_cat(sign, i, f));
+  const std::vector<std::string> bounds = {
+      R"("minimum":0)",
+      R"("exclusiveMinimum":0)",
+      R"("maximum":1)",
+      R"("exclusiveMaximum":1)",
+      R"("minimum":0,"maximum":1)",
+      R"("exclusiveMinimum":-10,"maximum":100)",
+      R"("minimum":-1,"exclusiveMaximum":11)",
+      R"("exclusiveMinimum":2,"exclusiveMaximum":99)",
+      R"("maximum":-2)",
+      R"("exclusiveMaximum":-1,"minimum":-100)",
+      R"("minimum":10,"maximum":10)",
+      R"("minimum":1,"exclusiveMinimum":true,"maximum":2,"exclusiveMaximum":true)"};
+  for (const std::string& b : bounds) {
+    const Json schema = Json::parse(str_cat(R"({"type":"number",)", b, "}"));
+    const Accepts accepts(schema);
+    int taken = 0;
+    for (const std::string& t : texts) {
+      const bool ok = accepts(t);
+      const bool within = valid(schema, Json::parse(t));
+      taken += ok;
+      if (ok) EXPECT_TRUE(within) << t << " accepted under " << b;
+      const size_t digits = t.size() - (t[0] == '-') - (t.find('.') != std::string::npos);
+      const bool minus_zero = t[0] == '-' && Json::parse(t).get<double>() == 0;  // never written
+      if (digits <= 15 && t.find("00000000000") == std::string::npos && !minus_zero)
+        EXPECT_EQ(ok, within) << t << " under " << b;
+    }
+    EXPECT_GT(taken, 0) << b;
+  }
+  EXPECT_FALSE(Accepts(Json::parse(R"({"type":"number","minimum":0})"))("1e5"));  // no exponent when bounded
+}
+
+TEST(JsonSchema, BoundsApplyToNumbersOnly) {
+  const Accepts accepts(Json::parse(R"({"minimum":5})"));
+  EXPECT_TRUE(accepts(R"("text")"));
+  EXPECT_TRUE(accepts("[1]"));
+  EXPECT_TRUE(accepts("5.5"));
+  EXPECT_FALSE(accepts("4.5"));
+  expect_samples_validate(R"({"type":["integer","null"],"minimum":-3,"exclusiveMaximum":40})");
+  expect_samples_validate(R"({"type":"number","minimum":0,"maximum":1})");
+  expect_samples_validate(R"({"type":"object","properties":{"n":{"type":"integer","exclusiveMinimum":0}},
+      "required":["n"]})");
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   auto error = [](const char* text) {
     auto g = json_schema_to_gbnf(Json::parse(text));
     return g.ok() ? std::string() : g.status().message();
   };
   EXPECT_EQ(error(R"({"type":"string","pattern":"^a+$"})"), "unsupported JSON Schema keyword 'pattern' at #");
-  EXPECT_EQ(error(R"({"type":"object","properties":{"n":{"type":"integer","minimum":0}}})"),
-            "unsupported JSON Schema keyword 'minimum' at #/properties/n");
+  EXPECT_EQ(error(R"({"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}})"),
+            "unsupported JSON Schema keyword 'multipleOf' at #/properties/n");
+  EXPECT_EQ(error(R"({"type":"number","maximum":0.5})"),
+            "JSON Schema at #: 'maximum' 0.5 bounds a number by a fraction (unsupported: whole-number bounds "
+            "only)");
+  EXPECT_EQ(error(R"({"type":"integer","minimum":1e20})"),
+            "JSON Schema at #: 'minimum' 1e+20 has more than 15 integral digits (unsupported)");
+  EXPECT_EQ(error(R"({"type":"integer","minimum":3,"maximum":2})"),
+            "JSON Schema at #: no integer lies within its bounds");
+  EXPECT_EQ(error(R"({"type":"number","exclusiveMinimum":true})"),
+            "JSON Schema at #: 'exclusiveMinimum': true needs 'minimum'");
+  EXPECT_EQ(error(R"({"type":"integer","maximum":"10"})"), "JSON Schema at #: 'maximum' must be a number");
   EXPECT_EQ(error(R"({"allOf":[{"type":"string"}]})"), "unsupported JSON Schema keyword 'allOf' at #");
   EXPECT_EQ(error(R"({"type":"string","format":"email"})"),
             "unsupported JSON Schema string format 'email' at # (supported: date, time, date-time, uuid)");

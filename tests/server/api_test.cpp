@@ -180,11 +180,11 @@ TEST(ApiTest, StructuredOutputFields) {
   auto e =
       chat(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
                    "json_schema": {"name": "n", "schema": {"type": "object", "properties": {"n":
-                   {"type": "number", "minimum": 0}}}}}})");
+                   {"type": "number", "multipleOf": 0.5}}}}}})");
   ASSERT_TRUE(e);
   EXPECT_EQ(
       e->message,
-      "'response_format.json_schema.schema': unsupported JSON Schema keyword 'minimum' at #/properties/n");
+      "'response_format.json_schema.schema': unsupported JSON Schema keyword 'multipleOf' at #/properties/n");
   EXPECT_EQ(e->param, "response_format.json_schema.schema");
   EXPECT_EQ(completion(R"({"prompt": "a", "grammar": "root ::= \"a\"", "json_schema": {}})")->message,
             "give at most one of 'grammar', 'json_schema' and 'response_format' (json)");

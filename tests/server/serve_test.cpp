@@ -448,7 +448,7 @@ TEST(ServeTest, StructuredOutput) {
   ServerProcess srv(kModel + " -np 2 --spec mtp --draft-max 3");
   const int port = srv.port();
   const Json schema = Json::parse(R"({"type":"object","properties":{"unit":{"enum":["celsius","fahrenheit"]},
-      "ok":{"type":"boolean"},"days":{"type":"integer"},"note":{"type":"string","maxLength":10}},
+      "ok":{"type":"boolean"},"days":{"type":"integer","minimum":1,"maximum":14},"note":{"type":"string","maxLength":10}},
       "required":["unit","ok"],"additionalProperties":false})");
   Json chat = {
       {"messages", Json::array({Json{{"role", "user"}, {"content", "Weather as JSON"}}})},
@@ -493,10 +493,11 @@ TEST(ServeTest, StructuredOutput) {
     EXPECT_EQ(gate::schema_violation(schema, value), "") << texts[0];
   }
   Json bad = completion;
-  bad["json_schema"]["properties"]["days"]["minimum"] = 1;
+  bad["json_schema"]["properties"]["days"]["multipleOf"] = 2;
   const HttpResponse r = http_post(port, "/v1/completions", bad.dump());
   EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("unsupported JSON Schema keyword 'minimum' at #/properties/days"), std::string::npos)
+  EXPECT_NE(r.body.find("unsupported JSON Schema keyword 'multipleOf' at #/properties/days"),
+            std::string::npos)
       << r.body;
 }
 

@@ -18,7 +18,7 @@ using Json = nlohmann::ordered_json;
 const Json kTools = Json::parse(R"([
   {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
     "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
-                   "days": {"type": "integer"}},
+                   "days": {"type": "integer", "minimum": 1, "maximum": 14}},
     "required": ["city", "unit"]}}},
   {"type": "function", "function": {"name": "now"}}])");
 
@@ -93,6 +93,9 @@ TEST(ToolGrammar, XmlSyntaxAfterReasoning) {
   EXPECT_FALSE(accepts(g, call));  // the reasoning block must close first
   EXPECT_FALSE(accepts(g, "x</think>\n" + std::string(call).replace(call.find("fahrenheit"), 10, "kelvin")));
   EXPECT_FALSE(accepts(g, "x</think>\n" + std::string(call).replace(call.find(">\n3\n"), 4, ">\nthree\n")));
+  EXPECT_FALSE(
+      accepts(g, "x</think>\n" + std::string(call).replace(call.find(">\n3\n"), 4, ">\n15\n")));  // max 14
+  EXPECT_TRUE(accepts(g, "x</think>\n" + std::string(call).replace(call.find(">\n3\n"), 4, ">\n14\n")));
   // A raw string value cannot hold what would end it early.
   EXPECT_FALSE(accepts(g, "x</think>\n" + std::string(call).replace(call.find("San"), 3, "</b>")));
   EXPECT_FALSE(accepts(g,
@@ -123,10 +126,10 @@ TEST(ToolGrammar, Errors) {
   ASSERT_FALSE(named.ok());
   EXPECT_EQ(named.status().message(), "no tool in 'tools' is named \"book_flight\"");
   Json tools = kTools;
-  tools[0]["function"]["parameters"]["properties"]["days"]["minimum"] = 1;
+  tools[0]["function"]["parameters"]["properties"]["days"]["multipleOf"] = 2;
   auto bad = tool_call_gbnf(tools, "", {});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("'minimum' at tools[0].function.parameters#/properties/days"),
+  EXPECT_NE(bad.status().message().find("'multipleOf' at tools[0].function.parameters#/properties/days"),
             std::string::npos)
       << bad.status().message();
   EXPECT_FALSE(tool_call_gbnf(Json::parse(R"([{"type": "function"}])"), "", {}).ok());

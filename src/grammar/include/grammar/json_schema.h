@@ -3,9 +3,10 @@
 // "additionalProperties" (false or absent: no other keys; true or a schema: other keys after the declared
 // ones), "enum", "const", "items" with "minItems"/"maxItems", "anyOf"/"oneOf" (both as "any of": a value
 // matching several branches is accepted), "$ref" to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
-// allowed), string "minLength"/ "maxLength" and "format" date, time, date-time and uuid. Annotations (title,
-// description, default, examples, $schema, $id, $comment) are ignored. Anything else is an error naming the
-// keyword and where it is.
+// allowed), string "minLength"/ "maxLength" and "format" date, time, date-time and uuid, and "minimum",
+// "maximum", "exclusiveMinimum", "exclusiveMaximum" (on numbers whole-number bounds only; src/grammar's
+// number_range.h says how they stay exact). Annotations (title, description, default, examples, $schema, $id,
+// $comment) are ignored. Anything else is an error naming the keyword and where it is.
 #pragma once
 
 #include <nlohmann/json.hpp>
