@@ -205,6 +205,7 @@ class Parser {
   }
 
   Status parse_group(int depth, Sequence& seq) {
+    if (depth >= kMaxNesting) return error_at(pos_, "groups nested deeper than ", kMaxNesting);
     const size_t open = pos_++;
     skip_space(true);
     std::vector<Sequence> alts;

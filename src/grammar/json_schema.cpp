@@ -9,6 +9,7 @@
 #include "base/check.h"
 
 #include "grammar/grammar.h"
+#include "json_pattern.h"
 #include "number_range.h"
 
 namespace mtp::grammar {
@@ -82,6 +83,7 @@ const std::set<std::string>& supported_keywords() {
                                              "format",
                                              "minLength",
                                              "maxLength",
+                                             "pattern",
                                              "minimum",
                                              "maximum",
                                              "exclusiveMinimum",
@@ -120,6 +122,13 @@ class Compiler {
  private:
   // A GBNF expression matching `schema` (and the whitespace after it); `at` is its JSON pointer for errors.
   Expected<std::string> visit(const Json& schema, const std::string& at, const std::string& hint) {
+    struct Level {  // one per schema being compiled, inside each other
+      explicit Level(int& d) : d_(++d) {}
+      ~Level() { --d_; }
+      int& d_;
+    } level(depth_);
+    if (depth_ > kMaxNesting)
+      return invalid_argument("JSON Schema at ", at, ": nested deeper than ", kMaxNesting);
     if (schema.is_boolean()) {
       if (!schema.get<bool>()) return invalid_argument("JSON Schema at ", at, ": 'false' matches nothing");
       return use("value");
@@ -152,12 +161,14 @@ class Compiler {
     if (schema.contains("properties") || schema.contains("additionalProperties"))
       return typed("object", schema, at, hint);
     if (schema.contains("items")) return typed("array", schema, at, hint);
-    if (has_bounds(schema)) {  // they constrain numbers only
+    if (has_bounds(schema) || schema.contains("pattern")) {  // they constrain numbers or strings only
       auto number = numeric_rule("number", schema, at);
       if (!number) return number.status();
+      auto string = string_rule(schema, at);
+      if (!string) return string.status();
       std::string out = "(";
-      for (const char* other : {"object", "array", "string", "boolean", "null"}) out += use(other) + " | ";
-      return out + *number + ")";
+      for (const char* other : {"object", "array", "boolean", "null"}) out += use(other) + " | ";
+      return out + *number + " | " + *string + ")";
     }
     return use("value");
   }
@@ -307,6 +318,16 @@ class Compiler {
   }
 
   Expected<std::string> string_rule(const Json& schema, const std::string& at) {
+    if (auto it = schema.find("pattern"); it != schema.end()) {
+      if (!it->is_string()) return invalid_argument("JSON Schema at ", at, ": 'pattern' must be a string");
+      for (const char* key : {"format", "minLength", "maxLength"})
+        if (schema.contains(key))
+          return unsupported("JSON Schema at ", at, ": 'pattern' beside '", key, "' (unsupported)");
+      auto body = detail::pattern_to_gbnf(it->get<std::string>(), at);
+      if (!body) return body.status();
+      use("char");
+      return str_cat("\"\\\"\" ", *body, body->empty() ? "" : " ", "\"\\\"\" ", use("space"));
+    }
     if (auto it = schema.find("format"); it != schema.end()) {
       const std::string format = it->is_string() ? it->get<std::string>() : it->dump();
       if (format != "date" && format != "time" && format != "date-time" && format != "uuid")
@@ -351,6 +372,7 @@ class Compiler {
   const Json* root_ = nullptr;  // the schema being compiled
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
+  int depth_ = 0;
 };
 
 // Properties in the schema's order, each `"key" : value`; optional ones may be skipped. first(i) is the rest
@@ -434,6 +456,10 @@ Expected<std::string> json_schema_to_gbnf(const Json& schema) {
   if (!check)
     return Status(StatusCode::kInternal, "compiled grammar does not parse: " + check.status().message());
   return text;
+}
+
+Expected<std::string> raw_pattern_gbnf(std::string_view pattern, const std::string& at) {
+  return detail::pattern_to_gbnf(pattern, at, true);
 }
 
 std::string json_object_gbnf() {

@@ -74,8 +74,15 @@ std::string bare_strings(const Json& schema) {
 }
 
 // A raw string parameter: call-text, or with minLength/maxLength that many characters none of which is "<"
-// (a count the grammar can keep exactly). Empty when a bound is not a count.
+// (a count the grammar can keep exactly), or with a pattern the text it matches, again without "<". Empty
+// when a bound is not a count or the pattern is refused (the schema compiler then says why).
 std::string raw_string(const Json& schema) {
+  if (auto p = schema.find("pattern"); p != schema.end()) {
+    if (!p->is_string() || schema.contains("minLength") || schema.contains("maxLength")) return "";
+    auto text = grammar::raw_pattern_gbnf(p->get<std::string>(), "#");
+    if (!text) return "";
+    return text->empty() ? "[^<]{0}" : *text;
+  }
   auto count = [&](const char* key, int64_t fallback) -> int64_t {
     const auto it = schema.find(key);
     if (it == schema.end()) return fallback;

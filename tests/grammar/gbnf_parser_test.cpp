@@ -48,6 +48,8 @@ TEST(GbnfParser, MalformedGrammarsNameTheirPlace) {
   EXPECT_EQ(error_of("root \"a\""), "1:6: expected '::=' after rule name 'root'");
   EXPECT_EQ(error_of("root ::= * \"a\""), "1:10: '*' with nothing before it to repeat");
   EXPECT_EQ(error_of("root ::= \"a\"{3,1}"), "1:13: repetition {3,1} has its maximum below its minimum");
+  EXPECT_EQ(error_of("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')')),
+            "1:266: groups nested deeper than 256");
   EXPECT_EQ(error_of("root ::= \"a\"{99999}"), "1:14: repetition count above 4096");
   EXPECT_EQ(error_of("root ::= \"\\q\""), "1:11: unknown escape '\\q'");
   EXPECT_EQ(error_of("root ::= [z-a]"), "1:13: range end before its start in character class");

@@ -198,7 +198,9 @@ TEST(JsonSchema, IntegerBoundsAcceptExactlyTheIntegersWithin) {
         ASSERT_EQ(accepts(std::to_string(v)), valid(schema, Json(v))) << v << " under " << text;
         ++checked;
       }
-      if (!lo.empty() || !hi.empty()) EXPECT_FALSE(accepts("-0")) << text;  // bounded: no "-0"
+      if (!lo.empty() || !hi.empty()) {
+        EXPECT_FALSE(accepts("-0")) << text;  // bounded: no "-0"
+      }
       EXPECT_FALSE(accepts("01")) << text;
       EXPECT_FALSE(accepts("1.0")) << text;
     }
@@ -240,11 +242,14 @@ TEST(JsonSchema, NumberBoundsAcceptExactlyTheNumbersWithin) {
       const bool ok = accepts(t);
       const bool within = valid(schema, Json::parse(t));
       taken += ok;
-      if (ok) EXPECT_TRUE(within) << t << " accepted under " << b;
+      if (ok) {
+        EXPECT_TRUE(within) << t << " accepted under " << b;
+      }
       const size_t digits = t.size() - (t[0] == '-') - (t.find('.') != std::string::npos);
       const bool minus_zero = t[0] == '-' && Json::parse(t).get<double>() == 0;  // never written
-      if (digits <= 15 && t.find("00000000000") == std::string::npos && !minus_zero)
+      if (digits <= 15 && t.find("00000000000") == std::string::npos && !minus_zero) {
         EXPECT_EQ(ok, within) << t << " under " << b;
+      }
     }
     EXPECT_GT(taken, 0) << b;
   }
@@ -263,12 +268,98 @@ TEST(JsonSchema, BoundsApplyToNumbersOnly) {
       "required":["n"]})");
 }
 
+// Patterns: each value of a set (ASCII, with quotes, backslashes and control characters), written as a JSON
+// string with the usual escapes, is accepted exactly when the validator's ECMAScript search finds the pattern
+// in it (std::regex: the same definitions of '.', \d, \w and \s on ASCII).
+TEST(JsonSchema, PatternsAcceptExactlyTheMatchingStrings) {
+  const std::vector<std::string> patterns = {"^[A-Z]{3}$",
+                                             R"(^\d{3}-\d{4}$)",
+                                             "ab+c",
+                                             "^(foo|bar)?x.$",
+                                             "[^a-c]$",
+                                             "^a.?b",
+                                             R"(\s\S)",
+                                             "^(?:[a-f0-9]{2})+$",
+                                             R"(^\w+@\w+\.com$)",
+                                             "^$",
+                                             R"(^[\]\-]+$)",
+                                             R"(q"\\)",
+                                             R"(^\x41\u0042[\t\n])",
+                                             "^(a|)b$",
+                                             "x{2,3}$",
+                                             "^[^\"]*$",
+                                             R"(^\W\D\S)",
+                                             "^a{2,}?$",
+                                             "^[.][^.]",
+                                             "^(|z)$"};
+  const std::vector<std::string> values = {
+      "",      "ABC",   "ABCD",  "abc",   "AB",   "555-1234",    "55-12345",    "abbbc",
+      "ac",    "xabcx", "foox!", "barxy", "x\n",  "x\r",         "xz",          "fooxz",
+      "d",     "a b",   "a\tb",  "0f1e",  "0f1",  "me@host.com", "me@host.org", "]-]",
+      "q\"\\", "AB\t",  "AB\n",  "AB\r",  "b",    "ab",          "xx",          "xxx",
+      "xxxx",  "a\x01", "\x1f",  "\"",    "!!!",  " \n ",        "aaa",         "cd",
+      ".x",    "..",    "{a}",   "z",     "x\"y", "a\\b",        "\b\f"};
+  int accepted = 0;
+  for (const std::string& p : patterns) {
+    const Json schema = {{"type", "string"}, {"pattern", p}};
+    const Accepts accepts(schema);
+    for (const std::string& v : values) {
+      const bool ok = accepts(Json(v).dump());
+      accepted += ok;
+      EXPECT_EQ(ok, valid(schema, Json(v))) << "pattern " << p << ", value " << Json(v).dump();
+    }
+  }
+  EXPECT_GT(accepted, 100);
+  for (const char* p : {"^[A-Z]{3}$", "^a+b", R"(^\d{1,3}(\.\d{1,3}){3}$)", "^[b-z]{2,5}$", "^(?:ab|c)+$"})
+    expect_samples_validate(str_cat(R"({"type":"string","pattern":)", Json(p).dump(), "}"));
+  // Named groups, and '{' where no quantifier follows (ECMAScript's Annex B), which std::regex lacks.
+  const Accepts named(Json::parse(R"({"type":"string","pattern":"(?<y>ab)|cd"})"));
+  const Accepts plain(Json::parse(R"({"type":"string","pattern":"(?:ab)|cd"})"));
+  for (const std::string& v : values) EXPECT_EQ(named(Json(v).dump()), plain(Json(v).dump())) << v;
+  const Accepts brace(Json::parse(R"({"type":"string","pattern":"^{a}$"})"));
+  EXPECT_TRUE(brace(R"("{a}")"));
+  EXPECT_FALSE(brace(R"("a")"));
+  // Without a type, a pattern constrains strings only.
+  const Accepts untyped(Json::parse(R"({"pattern":"^a"})"));
+  EXPECT_TRUE(untyped("5"));
+  EXPECT_TRUE(untyped(R"("ab")"));
+  EXPECT_FALSE(untyped(R"("ba")"));
+}
+
+TEST(JsonSchema, PatternsOutsideTheSubsetAreRefusedWithTheReason) {
+  auto error = [](const std::string& pattern, const char* extra = "") {
+    auto g = json_schema_to_gbnf(
+        Json::parse(str_cat(R"({"type":"string","pattern":)", Json(pattern).dump(), extra, "}")));
+    return g.ok() ? std::string() : g.status().message();
+  };
+  const std::string at = "JSON Schema at #: 'pattern' ";
+  EXPECT_EQ(error("(?=a)b"), at + R"("(?=a)b": lookarounds are not supported)");
+  EXPECT_EQ(error(R"((a)\1)"), at + R"("(a)\\1": backreferences are not supported)");
+  EXPECT_EQ(error(R"(\bword)"), at + R"("\\bword": word boundaries (\b) are not supported)");
+  EXPECT_EQ(error(R"(\p{L})"), at + R"("\\p{L}": the escape \p is not supported)");
+  EXPECT_EQ(error("^a|b$"), at + R"("^a|b$": an anchor beside a top-level '|')");
+  EXPECT_EQ(error("a^b"), at + R"("a^b": an anchor inside the pattern is not supported)");
+  EXPECT_EQ(error("(ab"), at + R"("(ab": unbalanced '(')");
+  EXPECT_EQ(error("ab)"), at + "\"ab)\": unbalanced ')'");
+  EXPECT_EQ(error("[ab"), at + R"("[ab": unterminated '[')");
+  EXPECT_EQ(error("[z-a]"), at + R"("[z-a]": a range out of order)");
+  EXPECT_EQ(error("*a"), at + R"("*a": nothing to repeat before '*')");
+  EXPECT_EQ(error("a{3,1}"), at + R"("a{3,1}": a repetition {n,m} with m below n)");
+  EXPECT_EQ(error("caf\u00e9"), at + "\"caf\u00e9\": non-ASCII characters are not supported");
+  EXPECT_EQ(error("[]"), at + R"("[]": a class that matches no character)");
+  EXPECT_EQ(error("a", R"(,"maxLength":3)"), "JSON Schema at #: 'pattern' beside 'maxLength' (unsupported)");
+  // Nesting is bounded (the parsers recurse once a level), and a long pattern is cut in the message.
+  const std::string deep = std::string(300, '(') + "a" + std::string(300, ')');
+  EXPECT_EQ(error(deep), at + "\"" + std::string(60, '(') + "...\": groups nested deeper than 256");
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   auto error = [](const char* text) {
     auto g = json_schema_to_gbnf(Json::parse(text));
     return g.ok() ? std::string() : g.status().message();
   };
-  EXPECT_EQ(error(R"({"type":"string","pattern":"^a+$"})"), "unsupported JSON Schema keyword 'pattern' at #");
+  EXPECT_EQ(error(R"({"type":"string","patternProperties":{}})"),
+            "unsupported JSON Schema keyword 'patternProperties' at #");
   EXPECT_EQ(error(R"({"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}})"),
             "unsupported JSON Schema keyword 'multipleOf' at #/properties/n");
   EXPECT_EQ(error(R"({"type":"number","maximum":0.5})"),
@@ -292,6 +383,16 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_EQ(error(R"({"type":"array","minItems":3,"maxItems":1})"),
             "JSON Schema at #: maxItems is below minItems");
   EXPECT_EQ(error(R"(false)"), "JSON Schema at #: 'false' matches nothing");
+}
+
+TEST(JsonSchema, NestingDeeperThanTheLimitIsAnError) {
+  Json schema = Json::object();
+  for (int i = 0; i < 300; ++i) schema = Json{{"items", schema}};
+  auto g = json_schema_to_gbnf(schema);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find(": nested deeper than 256"), std::string::npos);
+  for (int i = 0; i < 300 - 250; ++i) schema = schema["items"];  // 250 levels compile
+  EXPECT_TRUE(json_schema_to_gbnf(schema).ok());
 }
 
 TEST(JsonSchema, JsonObjectGrammarTakesObjectsOnly) {

@@ -103,6 +103,39 @@ TEST(ToolGrammar, XmlSyntaxAfterReasoning) {
                        "</parameter>\n</function>\n</tool_call>"));  // city is required
 }
 
+// A raw string with a pattern: the text it matches (a search, as JSON Schema has it), none of it "<"; in the
+// JSON syntax the same pattern holds over the JSON string's value.
+TEST(ToolGrammar, StringPatterns) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+    "note": {"type": "string", "pattern": "ok"}}}}}])");
+  auto xml = tool_call_gbnf(tools, "", {chat::ToolCallSyntax::kXml});
+  ASSERT_TRUE(xml.ok()) << xml.status().message();
+  auto call = [](const std::string& key, const std::string& value) {
+    return "<tool_call>\n<function=f>\n<parameter=" + key + ">\n" + value +
+           "\n</parameter>\n</function>\n</tool_call>";
+  };
+  EXPECT_TRUE(accepts(*xml, call("code", "ABC")));
+  EXPECT_FALSE(accepts(*xml, call("code", "ABCD")));
+  EXPECT_FALSE(accepts(*xml, call("code", "abc")));
+  EXPECT_TRUE(accepts(*xml, call("note", "all ok here")));
+  EXPECT_FALSE(accepts(*xml, call("note", "all fine")));
+  EXPECT_FALSE(accepts(*xml, call("note", "ok <b>")));
+  auto json = tool_call_gbnf(tools, "", {chat::ToolCallSyntax::kJson});
+  ASSERT_TRUE(json.ok()) << json.status().message();
+  auto jcall = [](const std::string& args) {
+    return "<tool_call>\n{\"name\": \"f\", \"arguments\": " + args + "}\n</tool_call>";
+  };
+  EXPECT_TRUE(accepts(*json, jcall(R"({"code": "XYZ", "note": "\"ok\""})")));
+  EXPECT_FALSE(accepts(*json, jcall(R"({"code": "XY"})")));
+  Json bad = tools;
+  bad[0]["function"]["parameters"]["properties"]["code"]["pattern"] = "(?=A)";
+  auto refused = tool_call_gbnf(bad, "", {chat::ToolCallSyntax::kXml});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("lookarounds are not supported"), std::string::npos)
+      << refused.status().message();
+}
+
 // A raw string with length bounds: that many characters, none of them "<".
 TEST(ToolGrammar, XmlStringLengths) {
   const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {

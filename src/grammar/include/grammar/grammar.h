@@ -42,6 +42,9 @@ struct Grammar {
 // Limits on what a grammar text may expand to, so a request cannot make the parser allocate without bound.
 inline constexpr uint32_t kMaxRepetition = 4096;  // m and n of {m,n}
 inline constexpr size_t kMaxGrammarElements = 1u << 20;
+// And how deep what compiles to a grammar may nest (GBNF groups, JSON Schemas inside schemas, a pattern's
+// groups): the parsers recurse once a level.
+inline constexpr int kMaxNesting = 256;
 
 // Parses and checks GBNF text. Errors are one line, "line:col: what" where a place is known: malformed
 // syntax, an undefined or twice-defined rule, a missing root, left recursion, a rule that can never finish,

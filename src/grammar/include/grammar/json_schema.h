@@ -3,7 +3,8 @@
 // "additionalProperties" (false or absent: no other keys; true or a schema: other keys after the declared
 // ones), "enum", "const", "items" with "minItems"/"maxItems", "anyOf"/"oneOf" (both as "any of": a value
 // matching several branches is accepted), "$ref" to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
-// allowed), string "minLength"/ "maxLength" and "format" date, time, date-time and uuid, and "minimum",
+// allowed), string "minLength"/ "maxLength", "format" date, time, date-time and uuid, and "pattern" (the
+// subset of ECMAScript in src/grammar's json_pattern.h), and "minimum",
 // "maximum", "exclusiveMinimum", "exclusiveMaximum" (on numbers whole-number bounds only; src/grammar's
 // number_range.h says how they stay exact). Annotations (title, description, default, examples, $schema, $id,
 // $comment) are ignored. Anything else is an error naming the keyword and where it is.
@@ -31,6 +32,10 @@ struct NamedSchema {
   std::string at = "#";
 };
 Expected<std::string> json_schema_rules(std::span<const NamedSchema> schemas);
+
+// A GBNF expression for raw text (every character as itself, none of them '<') that a JSON Schema "pattern"
+// matches: a tool call's parameter value written between markup; `at` names the schema in errors.
+Expected<std::string> raw_pattern_gbnf(std::string_view pattern, const std::string& at);
 
 // A GBNF string literal for `text` (UTF-8 kept; quotes, backslashes and control bytes escaped).
 std::string gbnf_literal(std::string_view text);
