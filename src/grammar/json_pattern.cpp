@@ -99,8 +99,8 @@ std::string render(const CharSet& s, bool raw) {
   const int single = CharSet{as_itself, false}.single();
   if (s.non_ascii) {
     parts.push_back("[^" + class_items(~as_itself) + "]");
-  } else if (single >= 0 && std::isalnum(single)) {
-    parts.push_back(str_cat("\"", static_cast<char>(single), "\""));
+  } else if (single >= 0x20 && single < 0x7F) {
+    parts.push_back(gbnf_literal(std::string(1, static_cast<char>(single))));
   } else if (as_itself.any()) {
     parts.push_back("[" + class_items(as_itself) + "]");
   }

@@ -77,6 +77,7 @@ const std::set<std::string>& supported_keywords() {
                                              "maxItems",
                                              "anyOf",
                                              "oneOf",
+                                             "allOf",
                                              "$ref",
                                              "$defs",
                                              "definitions",
@@ -139,6 +140,7 @@ class Compiler {
       if (!annotations().count(key) && !supported_keywords().count(key))
         return unsupported("unsupported JSON Schema keyword '", key, "' at ", at);
     if (auto it = schema.find("$ref"); it != schema.end()) return reference(*it, at);
+    if (auto it = schema.find("allOf"); it != schema.end()) return all_of(schema, *it, at, hint);
     if (auto it = schema.find("const"); it != schema.end())
       return gbnf_literal(it->dump()) + " " + use("space");
     if (auto it = schema.find("enum"); it != schema.end()) return enumeration(*it, at);
@@ -190,26 +192,29 @@ class Compiler {
     return name;
   }
 
-  Expected<std::string> reference(const Json& ref, const std::string& at) {
+  // The schema a "$ref" names: "#", or a name in the root's $defs or definitions.
+  Expected<const Json*> resolve(const Json& ref, const std::string& at) const {
     if (!ref.is_string()) return invalid_argument("JSON Schema at ", at, ": '$ref' must be a string");
     const std::string target = ref.get<std::string>();
-    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
-    const Json* schema = nullptr;
-    if (target == "#") {
-      schema = root_;
-    } else {
-      for (const char* defs : {"#/$defs/", "#/definitions/"}) {
-        const std::string prefix = defs;
-        if (target.rfind(prefix, 0) != 0) continue;
-        const std::string key = prefix.substr(2, prefix.size() - 3);
-        const std::string name = target.substr(prefix.size());
-        if (root_->contains(key) && (*root_)[key].is_object() && (*root_)[key].contains(name))
-          schema = &(*root_)[key][name];
-      }
+    if (target == "#") return root_;
+    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
+      const std::string prefix = defs;
+      if (target.rfind(prefix, 0) != 0) continue;
+      const std::string key = prefix.substr(2, prefix.size() - 3);
+      const std::string name = target.substr(prefix.size());
+      if (root_->contains(key) && (*root_)[key].is_object() && (*root_)[key].contains(name))
+        return &(*root_)[key][name];
     }
-    if (!schema)
-      return unsupported("JSON Schema at ", at, ": '$ref' \"", target,
-                         "\" is not \"#\" or a name in the root's $defs or definitions");
+    return unsupported("JSON Schema at ", at, ": '$ref' \"", target,
+                       "\" is not \"#\" or a name in the root's $defs or definitions");
+  }
+
+  Expected<std::string> reference(const Json& ref, const std::string& at) {
+    auto resolved = resolve(ref, at);
+    if (!resolved) return resolved.status();
+    const Json* schema = *resolved;
+    const std::string target = ref.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
     // Named before it is compiled, so a recursive reference finds it.
     const std::string name = new_rule("ref-" + target.substr(target.rfind('/') + 1), "");
     refs_[target] = name;
@@ -225,6 +230,50 @@ class Compiler {
     std::string out;
     for (const Json& v : values) out += (out.empty() ? "(" : " | ") + gbnf_literal(v.dump());
     return out + ") " + use("space");
+  }
+
+  // "allOf" on its own (annotations aside): one schema, as pydantic writes a field's described "$ref", or
+  // object schemas (or "$ref"s to them) whose properties and required lists merge, in order, into one closed
+  // object (other keys are refused, so every value is also valid under the open originals).
+  Expected<std::string> all_of(const Json& schema, const Json& list, const std::string& at,
+                               const std::string& hint) {
+    if (!list.is_array() || list.empty())
+      return invalid_argument("JSON Schema at ", at, ": 'allOf' must be a non-empty list");
+    for (const auto& [key, v] : schema.items())
+      if (key != "allOf" && key != "$defs" && key != "definitions" && !annotations().count(key))
+        return unsupported("JSON Schema at ", at, ": 'allOf' beside '", key, "' (unsupported)");
+    if (list.size() == 1) return visit(list[0], at + "/allOf/0", hint);
+    Json merged = {{"type", "object"}, {"properties", Json::object()}, {"required", Json::array()}};
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string part_at = str_cat(at, "/allOf/", i);
+      const Json* part = &list[i];
+      if (part->is_object() && part->contains("$ref")) {
+        auto target = resolve((*part)["$ref"], part_at);
+        if (!target) return target.status();
+        part = *target;
+      }
+      auto refuse = [&] {
+        return unsupported(
+            "JSON Schema at ", part_at,
+            ": 'allOf' merges object schemas of 'properties' and 'required' only (unsupported)");
+      };
+      if (!part->is_object()) return refuse();
+      for (const auto& [key, v] : part->items()) {
+        const bool object_type = key == "type" && v == "object";
+        if (!object_type && key != "properties" && key != "required" && !annotations().count(key))
+          return refuse();
+      }
+      const Json props = part->value("properties", Json::object());
+      for (const auto& [key, v] : props.items()) {
+        if (merged["properties"].contains(key))
+          return unsupported("JSON Schema at ", part_at, ": property '", key,
+                             "' in two 'allOf' schemas (unsupported)");
+        merged["properties"][key] = v;
+      }
+      const Json required = part->value("required", Json::array());
+      for (const Json& r : required) merged["required"].push_back(r);
+    }
+    return visit(merged, at, hint);
   }
 
   Expected<std::string> alternatives(const Json& list, const std::string& at, const std::string& hint) {

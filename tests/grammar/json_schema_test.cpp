@@ -353,6 +353,19 @@ TEST(JsonSchema, PatternsOutsideTheSubsetAreRefusedWithTheReason) {
   EXPECT_EQ(error(deep), at + "\"" + std::string(60, '(') + "...\": groups nested deeper than 256");
 }
 
+// "allOf" of one schema (pydantic's described "$ref") and of object schemas that merge.
+TEST(JsonSchema, AllOfOneSchemaOrMergedObjects) {
+  expect_samples_validate(R"({"type":"object","properties":{"unit":{"allOf":[{"$ref":"#/$defs/Unit"}],
+      "description":"which unit","default":"c"}},"required":["unit"],"$defs":{"Unit":{"enum":["c","f"]}}})");
+  const char* merged = R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
+      {"$ref":"#/$defs/B"}],"$defs":{"B":{"properties":{"b":{"type":"string","maxLength":3}},"required":["b"]}}})";
+  expect_samples_validate(merged);
+  const Accepts accepts(Json::parse(merged));
+  EXPECT_TRUE(accepts(R"({"a": 1, "b": "xy"})"));
+  EXPECT_FALSE(accepts(R"({"a": 1})"));     // b is required by the second
+  EXPECT_FALSE(accepts(R"({"b": "xy"})"));  // a by the first
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   auto error = [](const char* text) {
     auto g = json_schema_to_gbnf(Json::parse(text));
@@ -372,7 +385,14 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_EQ(error(R"({"type":"number","exclusiveMinimum":true})"),
             "JSON Schema at #: 'exclusiveMinimum': true needs 'minimum'");
   EXPECT_EQ(error(R"({"type":"integer","maximum":"10"})"), "JSON Schema at #: 'maximum' must be a number");
-  EXPECT_EQ(error(R"({"allOf":[{"type":"string"}]})"), "unsupported JSON Schema keyword 'allOf' at #");
+  EXPECT_EQ(error(R"({"not":{"type":"string"}})"), "unsupported JSON Schema keyword 'not' at #");
+  EXPECT_EQ(error(R"({"type":"object","allOf":[{"type":"object"}]})"),
+            "JSON Schema at #: 'allOf' beside 'type' (unsupported)");
+  EXPECT_EQ(error(R"({"allOf":[{"properties":{"a":{}}},{"type":"string"}]})"),
+            "JSON Schema at #/allOf/1: 'allOf' merges object schemas of 'properties' and 'required' only "
+            "(unsupported)");
+  EXPECT_EQ(error(R"({"allOf":[{"properties":{"a":{}}},{"properties":{"a":{}}}]})"),
+            "JSON Schema at #/allOf/1: property 'a' in two 'allOf' schemas (unsupported)");
   EXPECT_EQ(error(R"({"type":"string","format":"email"})"),
             "unsupported JSON Schema string format 'email' at # (supported: date, time, date-time, uuid)");
   EXPECT_EQ(

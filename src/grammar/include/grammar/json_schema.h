@@ -2,12 +2,13 @@
 // with "required" (properties come in the schema's order; optional ones may be left out),
 // "additionalProperties" (false or absent: no other keys; true or a schema: other keys after the declared
 // ones), "enum", "const", "items" with "minItems"/"maxItems", "anyOf"/"oneOf" (both as "any of": a value
-// matching several branches is accepted), "$ref" to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
-// allowed), string "minLength"/ "maxLength", "format" date, time, date-time and uuid, and "pattern" (the
-// subset of ECMAScript in src/grammar's json_pattern.h), and "minimum",
-// "maximum", "exclusiveMinimum", "exclusiveMaximum" (on numbers whole-number bounds only; src/grammar's
-// number_range.h says how they stay exact). Annotations (title, description, default, examples, $schema, $id,
-// $comment) are ignored. Anything else is an error naming the keyword and where it is.
+// matching several branches is accepted), "allOf" alone (of one schema, or of object schemas whose
+// properties merge), "$ref" to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), string
+// "minLength"/"maxLength", "format" date, time, date-time and uuid, and "pattern" (the ECMAScript subset of
+// src/grammar's json_pattern.h), and "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" (on numbers
+// whole-number bounds only; src/grammar's number_range.h says how they stay exact). Annotations (title,
+// description, default, examples, $schema, $id, $comment) are ignored. Anything else is an error naming the
+// keyword and where it is.
 #pragma once
 
 #include <nlohmann/json.hpp>
