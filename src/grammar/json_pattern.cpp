@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "gbnf_text.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 
@@ -120,10 +121,7 @@ std::string render(const CharSet& s, bool raw) {
     if (s.ascii[0x7F]) hex += str_cat(hex.empty() ? "" : " | ", "\"7f\"");
     if (!hex.empty()) parts.push_back(str_cat(gbnf_literal("\\u00"), " (", hex, ")"));
   }
-  if (parts.size() == 1) return parts[0];
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "(" : " | ") + p;
-  return out.empty() ? out : out + ")";
+  return gbnf_alternatives(parts);
 }
 
 int hex_value(char c) {
@@ -156,10 +154,7 @@ class PatternParser {
     if (i_ != end_) return fail("unbalanced ')'");
     if ((from_start || to_end) && branches > 1) return fail("an anchor beside a top-level '|'");
     const std::string any = raw_ ? "[^<]*" : "char*";
-    std::string out = from_start ? "" : any;
-    if (!body->empty()) out += (out.empty() ? "" : " ") + *body;
-    if (!to_end) out += (out.empty() ? "" : " ") + any;
-    return out;
+    return gbnf_join(gbnf_join(from_start ? "" : any, *body), to_end ? "" : any);
   }
 
  private:
@@ -202,7 +197,7 @@ class PatternParser {
       if (!a) return a.status();
       auto q = quantified(*a);
       if (!q) return q.status();
-      if (!q->empty()) out += (out.empty() ? "" : " ") + *q;
+      out = gbnf_join(out, *q);
     }
     if (more() && peek() == ')' && depth == 0) return fail("unbalanced ')'");
     return out;

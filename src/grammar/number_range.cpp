@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/status.h"
+#include "gbnf_text.h"
 
 namespace mtp::grammar::detail {
 namespace {
@@ -13,17 +14,6 @@ namespace {
 constexpr int64_t kMaxIntegral = 9'999'999'999'999'999;  // 16 digits, as the unbounded rules
 constexpr int kFractionDigits = 16;
 constexpr int kSignificantDigits = 15;  // decimals of this many significant digits parse to distinct doubles
-
-std::string join(const std::string& a, const std::string& b) {
-  return a.empty() ? b : b.empty() ? a : a + " " + b;
-}
-
-std::string alternatives(const std::vector<std::string>& parts) {
-  if (parts.size() == 1) return parts[0];
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "(" : " | ") + p;
-  return out.empty() ? out : out + ")";
-}
 
 std::string digit_class(char lo, char hi) {
   return lo == hi ? str_cat("\"", lo, "\"") : str_cat("[", lo, "-", hi, "]");
@@ -38,17 +28,18 @@ std::string digits_between(const std::string& x, const std::string& y) {
   const size_t n = x.size();
   if (x == y) return n == 0 ? "" : str_cat("\"", x, "\"");
   const std::string xr = x.substr(1), yr = y.substr(1);
-  if (x[0] == y[0]) return join(digit_class(x[0], x[0]), digits_between(xr, yr));
+  if (x[0] == y[0]) return gbnf_join(digit_class(x[0], x[0]), digits_between(xr, yr));
   // First digit x[0] with the rest from xr up, y[0] with the rest up to yr, and every rest between them.
   std::vector<std::string> parts;
   char from = x[0], to = y[0];
   if (xr.find_first_not_of('0') != std::string::npos)
-    parts.push_back(join(digit_class(from, from), digits_between(xr, std::string(n - 1, '9')))), ++from;
+    parts.push_back(gbnf_join(digit_class(from, from), digits_between(xr, std::string(n - 1, '9')))), ++from;
   const bool y_whole = yr.find_first_not_of('9') == std::string::npos;
   if (!y_whole) --to;
-  if (from <= to) parts.push_back(join(digit_class(from, to), any_digits(n - 1)));
-  if (!y_whole) parts.push_back(join(digit_class(y[0], y[0]), digits_between(std::string(n - 1, '0'), yr)));
-  return alternatives(parts);
+  if (from <= to) parts.push_back(gbnf_join(digit_class(from, to), any_digits(n - 1)));
+  if (!y_whole)
+    parts.push_back(gbnf_join(digit_class(y[0], y[0]), digits_between(std::string(n - 1, '0'), yr)));
+  return gbnf_alternatives(parts);
 }
 
 // The whole numbers from a to b written without leading zeros; empty when a > b.
@@ -77,7 +68,7 @@ std::string naturals(int64_t a, int64_t b) {
     parts.push_back(digits_between(lo, hi));
   }
   flush(sb.size());
-  return alternatives(parts);
+  return gbnf_alternatives(parts);
 }
 
 int significant_digits(int64_t v) {
@@ -109,13 +100,13 @@ std::string fraction_text(const Fractions& f, bool integers, bool* ok) {
   std::vector<std::string> parts;
   for (int j = 0; j < f.digits; ++j) {
     const int rest = f.digits - 1 - j;
-    parts.push_back(join(join(j == 0   ? ""
-                              : j == 1 ? "\"0\""
-                                       : str_cat("[0]{", j, "}"),
-                              "[1-9]"),
-                         rest == 0 ? "" : str_cat("[0-9]{0,", rest, "}")));
+    parts.push_back(gbnf_join(gbnf_join(j == 0   ? ""
+                                        : j == 1 ? "\"0\""
+                                                 : str_cat("[0]{", j, "}"),
+                                        "[1-9]"),
+                              rest == 0 ? "" : str_cat("[0-9]{0,", rest, "}")));
   }
-  return join("\".\"", alternatives(parts));
+  return gbnf_join("\".\"", gbnf_alternatives(parts));
 }
 
 struct Side {
@@ -170,9 +161,9 @@ std::string magnitudes(Side lower, const std::optional<Side>& upper, bool intege
   for (const Run& r : runs) {
     bool ok = false;
     const std::string frac = fraction_text(r.f, integers, &ok);
-    if (ok) parts.push_back(join(naturals(r.a, r.b), frac));
+    if (ok) parts.push_back(gbnf_join(naturals(r.a, r.b), frac));
   }
-  return alternatives(parts);
+  return gbnf_alternatives(parts);
 }
 
 }  // namespace
@@ -193,9 +184,10 @@ std::string number_range(std::optional<NumberBound> lo, std::optional<NumberBoun
     const Side lower = hi && hi->value < 0 ? Side{-hi->value, hi->exclusive} : Side{0, true};
     std::optional<Side> upper;
     if (lo) upper = Side{-lo->value, lo->exclusive};
-    if (std::string m = magnitudes(lower, upper, integers); !m.empty()) parts.push_back(join("\"-\"", m));
+    if (std::string m = magnitudes(lower, upper, integers); !m.empty())
+      parts.push_back(gbnf_join("\"-\"", m));
   }
-  return alternatives(parts);
+  return gbnf_alternatives(parts);
 }
 
 }  // namespace mtp::grammar::detail
